@@ -1,0 +1,3 @@
+"""sodkit: train, evaluate and run salient object detection models."""
+
+__version__ = "0.1.0"

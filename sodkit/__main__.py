@@ -1,0 +1,3 @@
+from sodkit.cli import main
+
+raise SystemExit(main())

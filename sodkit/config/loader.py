@@ -1,0 +1,198 @@
+"""YAML + ``key=value`` overrides -> a validated :class:`Config`, and back to YAML.
+
+Every error is a :class:`ConfigError` naming the dotted key and, for typos, the closest valid
+key, so a user learns about a mistake before any data is read or a model is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+from ..errors import UserError
+from .schema import Config
+
+
+class ConfigError(UserError, ValueError):
+    """A config file or override the user must fix; the CLI exits with code 2."""
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML recipe (or start from defaults) and apply dotted ``key=value`` overrides."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    for item in overrides or []:
+        _apply_override(raw, item)
+    cfg = from_dict(Config, raw, prefix="")
+    _check_values(cfg)
+    return cfg
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """Split ``a.b.c=value``; the value is parsed as YAML (``2``, ``1e-3``, ``[256, 320]``, ``null``)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value, e.g. train.epochs=2")
+    key, text = item.split("=", 1)
+    keys = [k for k in key.strip().split(".")]
+    if not all(keys):
+        raise ConfigError(f"override {item!r}: empty part in key {key!r}")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from exc
+    return keys, value
+
+
+def _apply_override(raw: dict[str, Any], item: str) -> None:
+    keys, value = parse_override(item)
+    node: Any = raw
+    for depth, key in enumerate(keys[:-1]):
+        if isinstance(node, list):
+            node = node[_list_index(node, key, keys[: depth + 1])]
+            continue
+        child = node.get(key)
+        if not isinstance(child, (dict, list)):
+            child = node[key] = {}
+        node = child
+    last = keys[-1]
+    if isinstance(node, list):
+        node[_list_index(node, last, keys)] = value
+    else:
+        node[last] = value
+
+
+def _list_index(node: list, key: str, keys: list[str]) -> int:
+    if not key.isdigit() or int(key) >= len(node):
+        raise ConfigError(f"override key {'.'.join(keys)}: {key!r} is not an index of a list of {len(node)}")
+    return int(key)
+
+
+def from_dict(cls: type, raw: Any, prefix: str) -> Any:
+    """Build dataclass ``cls`` from a mapping, checking every key and value type."""
+    where = prefix.rstrip(".") or "the config"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__} {raw!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for key in raw:
+        if key not in fields:
+            raise ConfigError(unknown_key_message(prefix + str(key), list(fields), prefix))
+    kwargs = {key: _convert(hints[key], value, prefix + key) for key, value in raw.items()}
+    return cls(**kwargs)
+
+
+def unknown_key_message(key: str, valid: list[str], prefix: str = "") -> str:
+    name = key[len(prefix):]
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+    hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+    return f"unknown config key {key!r}{hint} (valid keys here: {', '.join(valid)})"
+
+
+def _convert(tp: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, key)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, key + ".")
+    if origin is Literal:
+        if value not in args:
+            close = difflib.get_close_matches(str(value), [str(a) for a in args], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{key}: {value!r} is not one of {list(args)}{hint}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return [_convert(args[0], v, f"{key}.{i}") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return {str(k): _convert(args[1], v, f"{key}.{k}") for k, v in value.items()}
+    return _convert_scalar(tp, value, key)
+
+
+def _convert_scalar(tp: Any, value: Any, key: str) -> Any:
+    if tp is Any:
+        return value
+    if value is None:
+        raise ConfigError(f"{key}: must be a {tp.__name__}, got null")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML reads "1e-3" (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    raise ConfigError(f"{key}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
+
+
+def _check_values(cfg: Config) -> None:
+    """Value rules that types cannot express; registry names are checked later by their users."""
+    positive = {
+        "data.size": cfg.data.size,
+        "data.batch_size": cfg.data.batch_size,
+        "data.test_batch_size": cfg.data.test_batch_size,
+        "train.epochs": cfg.train.epochs,
+        "train.accumulate": cfg.train.accumulate,
+        "train.log_every": cfg.train.log_every,
+        "train.checkpoint_every": cfg.train.checkpoint_every,
+        "optim.base_batch_size": cfg.optim.base_batch_size,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{key}: must be > 0, got {value}")
+    for key, value in {"optim.lr": cfg.optim.lr, "data.num_workers": cfg.data.num_workers,
+                       "train.image_every": cfg.train.image_every, "eval.every": cfg.eval.every,
+                       "optim.weight_decay": cfg.optim.weight_decay}.items():
+        if value < 0:
+            raise ConfigError(f"{key}: must be >= 0, got {value}")
+    if any(s <= 0 for s in cfg.data.size_list):
+        raise ConfigError(f"data.size_list: sizes must be > 0, got {cfg.data.size_list}")
+    if not 0.0 <= cfg.data.hflip <= 1.0:
+        raise ConfigError(f"data.hflip: a probability in [0, 1], got {cfg.data.hflip}")
+    if len(cfg.data.mean) != 3 or len(cfg.data.std) != 3 or min(cfg.data.std) <= 0:
+        raise ConfigError("data.mean and data.std: three values each, std > 0")
+    if len(cfg.optim.betas) != 2:
+        raise ConfigError(f"optim.betas: two values, got {cfg.optim.betas}")
+    if not cfg.name or "/" in cfg.name:
+        raise ConfigError(f"name: a non-empty folder name without '/', got {cfg.name!r}")
+
+
+def to_dict(cfg: Any) -> Any:
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    """Write the resolved config; ``load_config`` of the file gives back an equal Config."""
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

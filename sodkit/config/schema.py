@@ -1,0 +1,127 @@
+"""Typed configuration sections; the defaults here are the documentation of every key.
+
+A recipe YAML sets only what differs from these defaults. Field comments are shown to users by
+``sodkit`` error messages and the README, so keep them short and exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+
+
+@dataclass
+class DatasetCfg:
+    """One folder dataset: images and masks paired by file stem."""
+
+    name: str = ""  # shown in results; defaults to the preset name or the root folder's name
+    preset: str | None = None  # duts-tr, duts-te, ecssd, hku-is, pascal-s, dut-omron, soc, demo-*
+    root: str = ""  # absolute, or relative to the top-level `data_root`
+    image_dir: str = ""  # sub-folder of root holding the images (a preset fills it)
+    mask_dir: str = ""  # sub-folder of root holding the masks (a preset fills it)
+    list_file: str | None = None  # optional text file of stems to use (one per line)
+
+
+@dataclass
+class DataCfg:
+    train: list[DatasetCfg] = field(default_factory=list)
+    test: list[DatasetCfg] = field(default_factory=list)
+    size: int = 320  # training and test input side (square)
+    size_list: list[int] = field(default_factory=list)  # multi-scale: a size per batch from this
+    batch_size: int = 8  # per process
+    test_batch_size: int = 8  # per process
+    num_workers: int = 4
+    pin_memory: bool = True
+    persistent_workers: bool = True
+    hflip: float = 0.5  # probability of a horizontal flip
+    rotation: float = 10.0  # max degrees of the random rotation (0 disables)
+    color_jitter: float = 0.1  # brightness/contrast/saturation strength (0 disables)
+    mean: list[float] = field(default_factory=lambda: list(IMAGENET_MEAN))
+    std: list[float] = field(default_factory=lambda: list(IMAGENET_STD))
+
+
+@dataclass
+class ModelCfg:
+    name: str = "fpn"  # a registered network
+    backbone: str = "resnet50"  # any timm model name that supports features_only
+    pretrained: str | None = None  # local weights file for the backbone (nothing is downloaded)
+    decoder_channels: int = 64
+    out_indices: list[int] | None = None  # backbone stages to use; None = all
+    backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
+
+
+@dataclass
+class LossCfg:
+    terms: dict[str, float] = field(default_factory=lambda: {"bce": 1.0, "iou": 1.0})
+    aux_weight: float = 1.0  # weight of each side output's loss (deep supervision); 0 disables
+
+
+@dataclass
+class OptimCfg:
+    name: Literal["sgd", "adam", "adamw"] = "adamw"
+    lr: float = 1e-3  # for the decoder; the backbone gets lr * backbone_lr_factor
+    backbone_lr_factor: float = 0.1
+    weight_decay: float = 1e-4  # never applied to norm layers and biases
+    momentum: float = 0.9  # sgd
+    nesterov: bool = False  # sgd
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # adam, adamw
+    lr_scaling: Literal["none", "linear", "sqrt"] = "none"  # by global batch / base_batch_size
+    base_batch_size: int = 8  # the global batch size `lr` was tuned for
+
+
+@dataclass
+class ScheduleCfg:
+    name: Literal["constant", "poly", "cosine", "step"] = "poly"
+    warmup_epochs: float = 0.0  # linear warm-up length (fractions allowed); steps per iteration
+    warmup_factor: float = 0.01  # LR at the start of warm-up, as a fraction of the LR
+    power: float = 0.9  # poly
+    min_lr_factor: float = 0.0  # poly and cosine end at lr * min_lr_factor
+    milestones: list[float] = field(default_factory=list)  # step: epochs at which LR *= gamma
+    gamma: float = 0.1  # step
+
+
+@dataclass
+class TrainCfg:
+    epochs: int = 50
+    steps_per_epoch: int | None = None  # cap on optimizer steps per epoch (None = whole epoch)
+    accumulate: int = 1  # gradient accumulation: batches per optimizer step
+    grad_clip: float | None = None  # max global gradient norm
+    log_every: int = 20  # steps between log lines / TensorBoard scalars
+    image_every: int = 200  # steps between TensorBoard image grids (0 disables)
+    checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
+
+
+@dataclass
+class EvalCfg:
+    every: int = 0  # evaluate every N epochs during training (0 = only at the end)
+    metric: str = "maxFm"  # metric that picks checkpoints/best.pt (MAE is minimised)
+    metric_dataset: str | None = None  # dataset for `metric`; None = mean over test sets
+    save_predictions: bool = True
+    num_samples: int = 8  # test images shown in samples.png
+
+
+@dataclass
+class RuntimeCfg:
+    device: str = "auto"  # auto, cpu, cuda, cuda:N
+    seed: int = 42
+    deterministic: bool = False
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype (fp16 needs CUDA)
+    num_threads: int | None = None  # torch intra-op threads per process (None = torch default)
+
+
+@dataclass
+class Config:
+    name: str = "run"  # run folder is <output_root>/<name>
+    output_root: str = "output"
+    data_root: str = ""  # base folder for relative dataset roots
+    data: DataCfg = field(default_factory=DataCfg)
+    model: ModelCfg = field(default_factory=ModelCfg)
+    loss: LossCfg = field(default_factory=LossCfg)
+    optim: OptimCfg = field(default_factory=OptimCfg)
+    schedule: ScheduleCfg = field(default_factory=ScheduleCfg)
+    train: TrainCfg = field(default_factory=TrainCfg)
+    eval: EvalCfg = field(default_factory=EvalCfg)
+    runtime: RuntimeCfg = field(default_factory=RuntimeCfg)
