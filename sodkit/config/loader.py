@@ -44,7 +44,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
-    """Split ``a.b.c=value``; the value is parsed as YAML (``2``, ``1e-3``, ``[256, 320]``, ``null``)."""
+    """Split ``a.b.c=value``; the value is parsed as YAML (``2``, ``[256, 320]``, ``null``)."""
     if "=" not in item:
         raise ConfigError(f"override {item!r} must look like key=value, e.g. train.epochs=2")
     key, text = item.split("=", 1)
@@ -62,7 +62,7 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
     keys, value = parse_override(item)
     node: Any = raw
     for depth, key in enumerate(keys[:-1]):
-        if isinstance(node, list):
+        if isinstance(node, list) or key.isdigit():
             node = node[_list_index(node, key, keys[: depth + 1])]
             continue
         child = node.get(key)
@@ -70,15 +70,17 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
             child = node[key] = {}
         node = child
     last = keys[-1]
-    if isinstance(node, list):
+    if isinstance(node, list) or last.isdigit():
         node[_list_index(node, last, keys)] = value
     else:
         node[last] = value
 
 
-def _list_index(node: list, key: str, keys: list[str]) -> int:
-    if not key.isdigit() or int(key) >= len(node):
-        raise ConfigError(f"override key {'.'.join(keys)}: {key!r} is not an index of a list of {len(node)}")
+def _list_index(node: Any, key: str, keys: list[str]) -> int:
+    size = len(node) if isinstance(node, list) else 0
+    if not key.isdigit() or int(key) >= size:
+        raise ConfigError(f"override key {'.'.join(keys)}: {key!r} is not an index of a list "
+                          f"of {size} entries (set the whole list instead, e.g. key=[...])")
     return int(key)
 
 

@@ -1,0 +1,1 @@
+"""Training, evaluation and the runtime that owns devices, ranks, precision and files."""

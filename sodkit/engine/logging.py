@@ -1,0 +1,151 @@
+"""Rank-0 output: the text log, the progress display and TensorBoard.
+
+Other ranks get a logger that only shows warnings, no progress bar and no writer, so that a
+``torchrun`` job prints one stream. The progress display is a tqdm bar on a terminal and plain
+periodic log lines otherwise (CI logs, ``nohup``, cluster schedulers), as users expect.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+def setup_logging(log_file: Path | None, is_main: bool) -> None:
+    """Attach the run's ``train.log`` handler once (rank 0); quieten other ranks."""
+    root = logging.getLogger()
+    if not is_main:
+        root.setLevel(logging.WARNING)
+        return
+    root.setLevel(logging.INFO)
+    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+               for h in root.handlers):
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(logging.Formatter("%(message)s"))
+        console.addFilter(_hide_progress_lines_on_terminal)
+        root.addHandler(console)
+    if log_file is not None:
+        log_file = log_file.resolve()
+        for handler in root.handlers:
+            if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename) == log_file:
+                return
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log_file)
+        handler.setFormatter(logging.Formatter(_FORMAT))
+        root.addHandler(handler)
+
+
+def _hide_progress_lines_on_terminal(record: logging.LogRecord) -> bool:
+    """Per-step lines (``extra={"progress": True}``) go to train.log; a terminal has the bar."""
+    return not (getattr(record, "progress", False) and sys.stderr.isatty())
+
+
+def close_log_file(log_file: Path) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        is_file = isinstance(handler, logging.FileHandler)
+        if is_file and Path(handler.baseFilename) == log_file.resolve():
+            root.removeHandler(handler)
+            handler.close()
+
+
+def format_seconds(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+class Progress:
+    """One epoch's progress: a tqdm bar on a terminal (rank 0), else nothing (log lines instead)."""
+
+    def __init__(self, total: int, desc: str, enabled: bool) -> None:
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, dynamic_ncols=True, leave=False)
+
+    @property
+    def interactive(self) -> bool:
+        return self.bar is not None
+
+    def update(self, postfix: dict[str, str] | None = None) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            if postfix:
+                self.bar.set_postfix(postfix, refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Throughput:
+    """Images per second over the last logging window and an ETA from the run's average."""
+
+    def __init__(self, total_steps: int, done_steps: int) -> None:
+        self.total_steps = total_steps
+        self.start_steps = done_steps
+        self.start = self.window_start = time.perf_counter()
+        self.window_images = 0
+
+    def add(self, images: int) -> None:
+        self.window_images += images
+
+    def images_per_second(self) -> float:
+        now = time.perf_counter()
+        rate = self.window_images / max(now - self.window_start, 1e-9)
+        self.window_start, self.window_images = now, 0
+        return rate
+
+    def eta(self, done_steps: int) -> float:
+        steps = done_steps - self.start_steps
+        if steps <= 0:
+            return float("nan")
+        per_step = (time.perf_counter() - self.start) / steps
+        return per_step * (self.total_steps - done_steps)
+
+
+class TensorBoard:
+    """A SummaryWriter on rank 0 and a no-op elsewhere, so call sites need no rank checks."""
+
+    def __init__(self, log_dir: Path | None) -> None:
+        self.writer = None
+        if log_dir is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(log_dir))
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        if self.writer is not None:
+            for tag, value in values.items():
+                self.writer.add_scalar(tag, value, step)
+
+    def image(self, tag: str, image_hwc: np.ndarray, step: int) -> None:
+        if self.writer is not None:
+            self.writer.add_image(tag, image_hwc, step, dataformats="HWC")
+
+    def text(self, tag: str, text: str, step: int = 0) -> None:
+        if self.writer is not None:
+            self.writer.add_text(tag, text, step)
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def format_metrics(values: dict[str, Any]) -> str:
+    return " ".join(
+        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items()
+    )

@@ -1,0 +1,86 @@
+"""Masks for new images at each image's own resolution, whatever their size or mode."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from ..data.io import IMAGE_EXTENSIONS, read_image, write_mask
+from ..errors import UserError
+from .evaluator import predict_probabilities, to_uint8_at
+from .runtime import Runtime, eval_mode
+
+logger = logging.getLogger(__name__)
+
+
+def collect_inputs(inputs: Sequence[str | Path]) -> list[Path]:
+    """Image files named directly or found in named folders (not recursive), stems unique."""
+    files: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            found = sorted(p for p in item.iterdir()
+                           if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+            if not found:
+                raise UserError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in folder {item}")
+            files.extend(found)
+        elif item.is_file():
+            files.append(item)
+        else:
+            raise UserError(f"input not found: {item}")
+    by_stem: dict[str, Path] = {}
+    for path in files:
+        if path.stem in by_stem and by_stem[path.stem] != path:
+            raise UserError(f"two inputs would write {path.stem}.png: {by_stem[path.stem]} and "
+                            f"{path}; predict them into different --out folders")
+        by_stem[path.stem] = path
+    return list(by_stem.values())
+
+
+class _ImageFiles(Dataset):
+    def __init__(self, paths: list[Path], transform: Callable[[np.ndarray], torch.Tensor]) -> None:
+        self.paths, self.transform = paths, transform
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> dict:
+        image = read_image(self.paths[index])
+        return {"image": self.transform(image), "size": image.shape[:2], "index": index}
+
+
+def _collate(items: list[dict]) -> dict:
+    return {
+        "image": torch.stack([it["image"] for it in items]),
+        "size": [it["size"] for it in items],
+        "index": [it["index"] for it in items],
+    }
+
+
+def predict_files(
+    model: nn.Module,
+    paths: list[Path],
+    transform: Callable[[np.ndarray], torch.Tensor],
+    runtime: Runtime,
+    out_dir: Path,
+    batch_size: int = 8,
+    num_workers: int = 0,
+) -> list[Path]:
+    """Write ``out_dir/<stem>.png`` for every input; returns the written files."""
+    loader = DataLoader(_ImageFiles(paths, transform), batch_size=batch_size,
+                        num_workers=num_workers, collate_fn=_collate)
+    written = []
+    with eval_mode(model):
+        for batch in loader:
+            probs = predict_probabilities(model, batch["image"].to(runtime.device), runtime)
+            for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
+                target = out_dir / f"{paths[index].stem}.png"
+                write_mask(target, to_uint8_at(probs[i : i + 1], tuple(size)))
+                written.append(target)
+    logger.info("wrote %d masks to %s", len(written), out_dir)
+    return written

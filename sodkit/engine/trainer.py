@@ -1,0 +1,217 @@
+"""``fit()``: epochs of optimizer steps with accumulation, logging, evaluation and checkpoints.
+
+The loop is plain code; the :class:`~sodkit.engine.runtime.Runtime` owns devices, DDP, autocast,
+the GradScaler and file writes. Losses are accumulated as tensors and reduced over ranks only at
+the log interval, so the hot path never waits for a ``.item()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import Config, save_config, to_dict
+from ..data import build_test_loaders, build_train_loader, set_epoch
+from ..errors import DataError
+from ..loss import build_criterion
+from ..network import build_network
+from ..optim import build_optimizer, build_scheduler
+from ..visualize import denormalize, make_grid, to_rgb
+from .checkpoint import CheckpointManager
+from .evaluator import EvalResult, evaluate, write_eval_outputs
+from .logging import Progress, TensorBoard, Throughput, format_seconds
+from .runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+
+class Trainer:
+    """Holds the training state that a checkpoint saves and ``--resume`` restores."""
+
+    def __init__(self, cfg: Config, runtime: Runtime, run_dir: Path) -> None:
+        self.cfg, self.runtime, self.run_dir = cfg, runtime, run_dir
+        self.train_loader = build_train_loader(cfg, runtime.rank, runtime.world_size)
+        self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
+        self.model = runtime.wrap(build_network(cfg.model))
+        self.criterion = build_criterion(cfg.loss)
+        micro_batches = len(self.train_loader) // cfg.train.accumulate
+        if micro_batches == 0:
+            raise DataError(
+                "the training set is smaller than one optimizer step (data.batch_size x "
+                f"train.accumulate x processes = {self.global_batch})"
+            )
+        self.steps_per_epoch = min(micro_batches, cfg.train.steps_per_epoch or micro_batches)
+        net = runtime.unwrap(self.model)
+        self.optimizer = build_optimizer(net, cfg.optim, self.global_batch)
+        self.scheduler = build_scheduler(
+            self.optimizer, cfg.schedule, self.steps_per_epoch, cfg.train.epochs
+        )
+        self.epoch = 0  # completed epochs
+        self.step = 0  # completed optimizer steps
+        self.best: dict[str, Any] | None = None  # {"metric", "value", "epoch"}
+        self.checkpoints = CheckpointManager(run_dir / "checkpoints", runtime)
+        self.tb = TensorBoard(run_dir / "tb" if runtime.is_main else None)
+
+    @property
+    def global_batch(self) -> int:
+        data = self.cfg.data
+        return data.batch_size * self.cfg.train.accumulate * self.runtime.world_size
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.runtime.unwrap(self.model).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.runtime.scaler.state_dict(),
+            "epoch": self.epoch,
+            "step": self.step,
+            "best": self.best,
+            "config": to_dict(self.cfg),
+            "rng": self.runtime.rng_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.runtime.unwrap(self.model).load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.runtime.scaler.load_state_dict(state["scaler"])
+        self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
+        self.runtime.set_rng_state(state["rng"])
+
+    # ------------------------------------------------------------------ loop
+    def fit(self) -> EvalResult | None:
+        """Train the remaining epochs, then evaluate on the test sets and write the results."""
+        cfg = self.cfg
+        if self.runtime.is_main:
+            save_config(cfg, self.run_dir / "config.yaml")
+            self._log_start()
+        total = cfg.train.epochs * self.steps_per_epoch
+        meter = Throughput(total, self.step)
+        for epoch in range(self.epoch, cfg.train.epochs):
+            set_epoch(self.train_loader, epoch)
+            self._train_epoch(epoch, meter)
+            self.epoch = epoch + 1
+            last = self.epoch == cfg.train.epochs
+            if cfg.eval.every and self.epoch % cfg.eval.every == 0 and not last:
+                self._evaluate(pred_root=None)
+            if self.epoch % cfg.train.checkpoint_every == 0 or last:
+                self.checkpoints.save_last(self.state_dict())
+        result = self._evaluate(pred_root=self.run_dir / "predictions")
+        if self.runtime.is_main and not self.test_loaders:
+            self.checkpoints.save_last(self.state_dict())
+        self.tb.close()
+        return result
+
+    def _train_epoch(self, epoch: int, meter: Throughput) -> None:
+        cfg, rt = self.cfg, self.runtime
+        self.model.train()
+        bar = Progress(self.steps_per_epoch, f"epoch {epoch + 1}/{cfg.train.epochs}", rt.is_main)
+        sums: dict[str, torch.Tensor] = {}
+        count = 0
+        batches = iter(self.train_loader)
+        for _ in range(self.steps_per_epoch):
+            for micro in range(cfg.train.accumulate):
+                batch = rt.to_device(next(batches))
+                sync = micro == cfg.train.accumulate - 1
+                with rt.accumulation_context(self.model, sync):
+                    with rt.autocast():
+                        outputs = self.model(batch["image"])
+                    loss, parts = self.criterion(outputs, batch["mask"])
+                    rt.backward(loss / cfg.train.accumulate)
+                for key, value in {"loss": loss.detach(), **parts}.items():
+                    sums[key] = sums.get(key, 0) + value.detach().float()
+                count += 1
+                meter.add(batch["image"].shape[0] * rt.world_size)
+            rt.optimizer_step(self.optimizer, self.model, cfg.train.grad_clip)
+            self.scheduler.step()
+            self.step += 1
+            if self.step % cfg.train.log_every == 0 or self.step == 1:
+                postfix = self._log_step(epoch, sums, count, meter)
+                sums, count = {}, 0
+                bar.update(postfix)
+            else:
+                bar.update()
+            if cfg.train.image_every and self.step % cfg.train.image_every == 0:
+                self._log_images(batch, outputs)
+        bar.close()
+
+    def _log_step(
+        self, epoch: int, sums: dict[str, torch.Tensor], count: int, meter: Throughput
+    ) -> dict[str, str]:
+        keys = sorted(sums)
+        means = self.runtime.all_reduce_mean(torch.stack([sums[k] for k in keys]) / count).tolist()
+        losses = dict(zip(keys, means, strict=True))
+        lrs = {g.get("name", str(i)): g["lr"] for i, g in enumerate(self.optimizer.param_groups)}
+        rate = meter.images_per_second()
+        eta = format_seconds(meter.eta(self.step)) if math.isfinite(meter.eta(self.step)) else "?"
+        lr_main = max(lrs.values())
+        self.tb.scalars({f"loss/{k}": v for k, v in losses.items()}, self.step)
+        self.tb.scalars({f"lr/{k}": v for k, v in lrs.items()}, self.step)
+        self.tb.scalars({"perf/images_per_sec": rate, "train/epoch": epoch + 1}, self.step)
+        parts = " ".join(f"{k} {v:.4f}" for k, v in losses.items() if k != "loss")
+        logger.info(
+            "epoch %d/%d step %d/%d loss %.4f (%s) lr %.2e %.1f img/s eta %s",
+            epoch + 1, self.cfg.train.epochs, self.step,
+            self.cfg.train.epochs * self.steps_per_epoch, losses["loss"], parts, lr_main, rate,
+            eta, extra={"progress": True},
+        )
+        return {"loss": f"{losses['loss']:.4f}", "lr": f"{lr_main:.2e}",
+                "img/s": f"{rate:.1f}", "eta": eta}
+
+    def _log_images(self, batch: dict[str, Any], outputs: dict[str, torch.Tensor]) -> None:
+        if not self.runtime.is_main:
+            return
+        probs = torch.sigmoid(outputs["logits"].detach().float())
+        rows = []
+        for i in range(min(4, probs.shape[0])):
+            tile = denormalize(batch["image"][i], self.cfg.data.mean, self.cfg.data.std)
+            size = tile.shape[:2]
+            rows.append([tile, to_rgb(batch["mask"][i], size), to_rgb(probs[i], size)])
+        self.tb.image("train/image_gt_pred", make_grid(rows), self.step)
+
+    # ------------------------------------------------------------------ evaluation
+    def _evaluate(self, pred_root: Path | None) -> EvalResult | None:
+        if not self.test_loaders:
+            return None
+        save = pred_root if self.cfg.eval.save_predictions else None
+        result = evaluate(self.model, self.test_loaders, self.runtime, self.cfg, save)
+        if self.runtime.is_main:
+            scalars = result.scalars()
+            for name, values in scalars.items():
+                self.tb.scalars({f"eval/{name}/{k}": v for k, v in values.items()}, self.step)
+            self._update_best(scalars)
+            if pred_root is not None:
+                write_eval_outputs(result, self.run_dir)
+            self.tb.flush()
+        return result
+
+    def _update_best(self, scalars: dict[str, dict[str, float]]) -> None:
+        value = self.checkpoints.score(scalars, self.cfg.eval)
+        if self.checkpoints.is_better(value, self.best, self.cfg.eval.metric):
+            self.best = {"metric": self.cfg.eval.metric, "value": value, "epoch": self.epoch}
+            self.checkpoints.save_best(self.state_dict())
+            logger.info("new best %s %.4f at epoch %d", self.cfg.eval.metric, value, self.epoch)
+
+    def _log_start(self) -> None:
+        net = self.runtime.unwrap(self.model)
+        params = sum(p.numel() for p in net.parameters())
+        sizes = ", ".join(f"{n}: {len(ld.dataset)}" for n, ld in self.test_loaders.items())
+        logger.info("run folder %s", self.run_dir)
+        logger.info(
+            "model %s/%s, %.2fM parameters; device %s x %d, precision %s",
+            self.cfg.model.name, self.cfg.model.backbone, params / 1e6, self.runtime.device,
+            self.runtime.world_size, self.cfg.runtime.precision,
+        )
+        logger.info(
+            "train images %d, global batch %d, %d steps/epoch x %d epochs; test sets: %s",
+            len(self.train_loader.dataset), self.global_batch, self.steps_per_epoch,
+            self.cfg.train.epochs, sizes or "none",
+        )
+        lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
+                        for i, g in enumerate(self.optimizer.param_groups))
+        logger.info("effective base LR per group (%s scaling): %s", self.cfg.optim.lr_scaling, lrs)
