@@ -176,6 +176,7 @@ def _check_values(cfg: Config) -> None:
             raise ConfigError(f"{key}: must be > 0, got {value}")
     for key, value in {"optim.lr": cfg.optim.lr, "data.num_workers": cfg.data.num_workers,
                        "train.image_every": cfg.train.image_every, "eval.every": cfg.eval.every,
+                       "train.keep_every": cfg.train.keep_every,
                        "optim.weight_decay": cfg.optim.weight_decay}.items():
         if value < 0:
             raise ConfigError(f"{key}: must be >= 0, got {value}")

@@ -92,6 +92,7 @@ class TrainCfg:
     log_every: int = 20  # steps between log lines / TensorBoard scalars
     image_every: int = 200  # steps between TensorBoard image grids (0 disables)
     checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
+    keep_every: int = 0  # also keep checkpoints/epoch_NNNN.pt every N epochs (0 = never)
 
 
 @dataclass

@@ -39,6 +39,11 @@ class CheckpointManager:
             logger.info("saved %s (epoch %d, step %d)", self.last, state["epoch"], state["step"])
         self.runtime.barrier()
 
+    def save_snapshot(self, state: dict[str, Any]) -> None:
+        """A kept copy of this epoch's state, ``epoch_NNNN.pt``, that later saves never replace."""
+        if self.runtime.is_main:
+            save_atomic(state, self.folder / f"epoch_{state['epoch']:04d}.pt")
+
     def save_best(self, state: dict[str, Any]) -> None:
         if self.runtime.is_main:
             save_atomic(state, self.best)

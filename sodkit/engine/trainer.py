@@ -101,6 +101,8 @@ class Trainer:
                 self._evaluate(pred_root=None)
             if self.epoch % cfg.train.checkpoint_every == 0 or last:
                 self.checkpoints.save_last(self.state_dict())
+            if cfg.train.keep_every and self.epoch % cfg.train.keep_every == 0:
+                self.checkpoints.save_snapshot(self.state_dict())
         result = self._evaluate(pred_root=self.run_dir / "predictions")
         if self.runtime.is_main and not self.test_loaders:
             self.checkpoints.save_last(self.state_dict())

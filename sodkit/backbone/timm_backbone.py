@@ -1,0 +1,82 @@
+"""A timm ``features_only`` model behind one small interface: channels, strides, list of maps.
+
+Networks read :attr:`Backbone.channels` and :attr:`Backbone.strides` from timm's
+``feature_info`` instead of hard-coding widths, so any timm family plugs into any decoder.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from typing import Any
+
+import timm
+from torch import Tensor, nn
+
+from ..config.loader import ConfigError
+from ..config.schema import ModelCfg
+from .weights import load_matching
+
+
+class Backbone(nn.Module):
+    """Multi-scale feature extractor wrapping ``timm.create_model(..., features_only=True)``.
+
+    Attributes:
+        body: the timm features model. Its direct children are the stages in execution order
+            (timm's ``FeatureListNet`` flattens the classifier into them), which is where per-stage
+            gradient checkpointing can hook in; most timm feature models also offer
+            ``body.set_grad_checkpointing()``.
+        channels: channels of each returned map, high resolution first.
+        strides: input-to-map reduction of each returned map, high resolution first.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        pretrained: str | None = None,
+        out_indices: Sequence[int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.body = create_features_model(name, out_indices, kwargs)
+        info = self.body.feature_info
+        self.channels: list[int] = [int(c) for c in info.channels()]
+        self.strides: list[int] = [int(s) for s in info.reduction()]
+        fmt = getattr(self.body, "output_fmt", "NCHW")
+        # Some families (e.g. Swin) hand out channels-last maps; decoders always get NCHW.
+        self._nhwc = str(getattr(fmt, "value", fmt)).upper() == "NHWC"
+        if pretrained:
+            load_matching(self.body, pretrained, model_name=name)
+
+    @classmethod
+    def from_cfg(cls, cfg: ModelCfg) -> Backbone:
+        """Build from the ``model`` config section (backbone, pretrained, out_indices, kwargs)."""
+        return cls(cfg.backbone, cfg.pretrained, cfg.out_indices, **cfg.backbone_kwargs)
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        """Feature maps (B, C_i, H / s_i, W / s_i), highest resolution first."""
+        feats = list(self.body(x))
+        if self._nhwc:
+            feats = [f.permute(0, 3, 1, 2) for f in feats]
+        return feats
+
+
+def create_features_model(
+    name: str, out_indices: Sequence[int] | None, kwargs: dict[str, Any]
+) -> nn.Module:
+    """``timm.create_model`` with features_only and no download; config mistakes -> ConfigError."""
+    if not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else " (see timm.list_models())"
+        raise ConfigError(f"model.backbone: unknown timm model {name!r}{hint}")
+    args: dict[str, Any] = dict(kwargs)
+    if out_indices is not None:
+        args["out_indices"] = tuple(out_indices)
+    try:
+        return timm.create_model(name, features_only=True, pretrained=False, **args)
+    except (TypeError, ValueError, AssertionError, IndexError, RuntimeError, KeyError) as exc:
+        raise ConfigError(
+            f"model.backbone: timm cannot build {name!r} with features_only=True, "
+            f"out_indices={out_indices}, backbone_kwargs={kwargs}: {exc}"
+        ) from exc

@@ -1,0 +1,247 @@
+"""Folder datasets: config resolution, image/mask pairing by stem, checks, torch Datasets.
+
+A dataset is a root folder with an image folder and a mask folder; files pair by stem, whatever
+their extensions (``0001.jpg`` + ``0001.png``). Every user mistake becomes a ``ConfigError`` or
+``DataError`` naming the key or exact path to fix, and files that do not pair are reported, never
+silently dropped. Ranks and devices stay out of here: sharding is the loaders' job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ..config.loader import ConfigError
+from ..config.schema import DatasetCfg
+from ..errors import DataError
+from .io import IMAGE_EXTENSIONS, list_images, read_image, read_mask
+from .presets import PRESETS, get_preset
+
+logger = logging.getLogger(__name__)
+
+_SHOW = 5  # file names shown in warnings and errors
+
+
+class Pair(NamedTuple):
+    """One sample: the common file stem, the image path and the mask path."""
+
+    stem: str
+    image: Path
+    mask: Path
+
+
+def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> DatasetCfg:
+    """Fill a dataset's defaults from its preset and make ``root`` absolute.
+
+    ``where`` is the config key shown in errors (e.g. ``data.train.0``). With a preset, the first
+    of its known layouts found on disk is used unless ``image_dir``/``mask_dir`` are given.
+    """
+    image_dir, mask_dir, root, name = cfg.image_dir, cfg.mask_dir, cfg.root, cfg.name
+    if cfg.preset is not None:
+        if cfg.preset not in PRESETS:
+            close = difflib.get_close_matches(cfg.preset, PRESETS.names(), n=1, cutoff=0.3)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{where}.preset: unknown dataset preset {cfg.preset!r}{hint} "
+                              f"(presets: {', '.join(PRESETS.names())})")
+        preset = get_preset(cfg.preset)
+        root = root or preset.default_root()
+        name = name or preset.name
+        root_path = _absolute(root, data_root)
+        layout = _pick_layout(root_path, preset.layouts, image_dir, mask_dir)
+        image_dir, mask_dir = image_dir or layout[0], mask_dir or layout[1]
+    else:
+        missing = [k for k, v in (("root", root), ("image_dir", image_dir),
+                                  ("mask_dir", mask_dir)) if not v]
+        if missing:
+            raise ConfigError(f"{where}: set a preset ({', '.join(PRESETS.names())}) or all of "
+                              f"root, image_dir and mask_dir (missing: {', '.join(missing)})")
+        root_path = _absolute(root, data_root)
+    list_file = cfg.list_file
+    if list_file:
+        list_file = str(_absolute(list_file, str(root_path)))
+    return dataclasses.replace(cfg, name=name or root_path.name, root=str(root_path),
+                               image_dir=image_dir, mask_dir=mask_dir, list_file=list_file)
+
+
+def _absolute(path: str, base: str) -> Path:
+    p = Path(os.path.expanduser(path))
+    if not p.is_absolute():
+        p = Path(os.path.expanduser(base or ".")) / p
+    return Path(os.path.abspath(p))
+
+
+def _pick_layout(root: Path, layouts: tuple[tuple[str, str], ...], image_dir: str,
+                 mask_dir: str) -> tuple[str, str]:
+    for layout in layouts:
+        images, masks = image_dir or layout[0], mask_dir or layout[1]
+        if (root / images).is_dir() and (root / masks).is_dir():
+            return layout
+    return layouts[0]
+
+
+def prepare_dataset(cfg: DatasetCfg) -> None:
+    """Run the preset's ``prepare`` hook (the demo presets generate their data) if it has one."""
+    if cfg.preset is not None and cfg.preset in PRESETS:
+        prepare: Callable[[Path], None] | None = get_preset(cfg.preset).prepare
+        if prepare is not None:
+            prepare(Path(cfg.root))
+
+
+def find_pairs(cfg: DatasetCfg) -> list[Pair]:
+    """Pairs of a resolved dataset, sorted by stem; reports files that do not pair.
+
+    Raises:
+        DataError: a folder is missing, nothing pairs, or the list file names missing stems.
+    """
+    prepare_dataset(cfg)
+    root = Path(cfg.root)
+    label = cfg.name or root.name
+    if not root.is_dir():
+        raise DataError(f"dataset {label!r}: root folder not found: {root} "
+                        "(set the dataset's root, or data_root for relative roots)")
+    images = _listed(root / cfg.image_dir, label, "image_dir")
+    masks = _listed(root / cfg.mask_dir, label, "mask_dir")
+    _warn_unmatched(label, "images without a mask", sorted(images.keys() - masks.keys()),
+                    root / cfg.mask_dir)
+    _warn_unmatched(label, "masks without an image", sorted(masks.keys() - images.keys()),
+                    root / cfg.image_dir)
+    stems = sorted(images.keys() & masks.keys())
+    if cfg.list_file:
+        stems = _restrict(stems, Path(cfg.list_file), label)
+    if not stems:
+        raise DataError(f"dataset {label!r}: no image/mask pairs in {root / cfg.image_dir} and "
+                        f"{root / cfg.mask_dir} ({len(images)} images, {len(masks)} masks; "
+                        f"files pair by stem, extensions {', '.join(IMAGE_EXTENSIONS)})")
+    return [Pair(s, images[s], masks[s]) for s in stems]
+
+
+def _listed(folder: Path, label: str, key: str) -> dict[str, Path]:
+    if not folder.is_dir():
+        raise DataError(f"dataset {label!r}: {key} folder not found: {folder} "
+                        f"(set the dataset's {key}, relative to its root)")
+    return list_images(folder)
+
+
+def _warn_unmatched(label: str, what: str, stems: list[str], other: Path) -> None:
+    if stems:
+        logger.warning("dataset %r: %d %s in %s, skipped (first: %s)", label, len(stems), what,
+                       other, ", ".join(stems[:_SHOW]))
+
+
+def read_list_file(path: Path) -> list[str]:
+    """Stems from a list file: one per line; blank lines, ``#`` comments and extensions ignored."""
+    if not path.is_file():
+        raise DataError(f"list file not found: {path} (list_file is relative to the dataset root)")
+    stems = []
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name = Path(line).name
+            stems.append(Path(name).stem if Path(name).suffix.lower() in IMAGE_EXTENSIONS
+                         else name)
+    return stems
+
+
+def _restrict(stems: list[str], list_file: Path, label: str) -> list[str]:
+    wanted = list(dict.fromkeys(read_list_file(list_file)))
+    available = set(stems)
+    missing = [s for s in wanted if s not in available]
+    if missing:
+        raise DataError(f"dataset {label!r}: {len(missing)} stems of {list_file} have no "
+                        f"image/mask pair (first: {', '.join(missing[:_SHOW])})")
+    return sorted(wanted)
+
+
+class Issue(NamedTuple):
+    """A problem ``check_pairs`` found: the file (or pair) and what is wrong."""
+
+    stem: str
+    path: Path
+    problem: str
+
+
+def check_pairs(pairs: list[Pair], progress: Callable[[int], None] | None = None) -> list[Issue]:
+    """Read every pair; list unreadable files and image/mask size mismatches (for check-data).
+
+    ``progress`` (if given) is called with the number of pairs done after each pair.
+    """
+    issues: list[Issue] = []
+    for done, pair in enumerate(pairs, 1):
+        shapes = []
+        for path, reader in ((pair.image, read_image), (pair.mask, read_mask)):
+            try:
+                shapes.append(reader(path).shape[:2])
+            except DataError as exc:
+                issues.append(Issue(pair.stem, path, str(exc)))
+        if len(shapes) == 2 and shapes[0] != shapes[1]:
+            issues.append(Issue(pair.stem, pair.image, f"image is {shapes[0][0]}x{shapes[0][1]} "
+                                f"(HxW) but its mask {pair.mask.name} is "
+                                f"{shapes[1][0]}x{shapes[1][1]}"))
+        if progress is not None:
+            progress(done)
+    return issues
+
+
+def _read_pair(pair: Pair) -> tuple[np.ndarray, np.ndarray]:
+    image, mask = read_image(pair.image), read_mask(pair.mask)
+    if image.shape[:2] != mask.shape:
+        raise DataError(f"{pair.image} is {image.shape[0]}x{image.shape[1]} but its mask "
+                        f"{pair.mask} is {mask.shape[0]}x{mask.shape[1]} (run sodkit check-data)")
+    return image, mask
+
+
+class TrainDataset(Dataset):
+    """Training pairs; an item key is ``(index, size, seed)`` from the multi-scale sampler.
+
+    The sample's augmentation draws from torch's generator seeded with ``seed`` (the global state
+    is restored afterwards), so it is reproducible whatever the worker count or resume point. A
+    plain ``int`` key means ``(index, default_size, index)``.
+    """
+
+    def __init__(self, pairs: list[Pair], transform: Callable, default_size: int,
+                 name: str = "train") -> None:
+        self.pairs = pairs
+        self.transform = transform
+        self.default_size = default_size
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, key: int | tuple[int, int, int]) -> dict[str, torch.Tensor | int]:
+        index, size, seed = (key, self.default_size, key) if isinstance(key, int) else key
+        image, mask = _read_pair(self.pairs[index])
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            image_t, mask_t = self.transform(image, mask, size)
+        return {"image": image_t, "mask": mask_t, "index": index}
+
+
+class TestDataset(Dataset):
+    """Test pairs: the image at the network's input size, the GT mask at its own resolution."""
+
+    def __init__(self, pairs: list[Pair], transform: Callable, name: str) -> None:
+        self.pairs = pairs
+        self.transform = transform
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def names(self) -> list[str]:
+        return [p.stem for p in self.pairs]
+
+    def __getitem__(self, index: int) -> dict[str, object]:
+        image, mask = _read_pair(self.pairs[index])
+        return {"image": self.transform(image), "gt": mask, "name": self.pairs[index].stem,
+                "index": index, "image_size": (image.shape[0], image.shape[1])}

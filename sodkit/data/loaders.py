@@ -1,0 +1,200 @@
+"""DataLoaders: multi-scale, rank-sharded training batches and exact inference sharding.
+
+Training: :class:`MultiScaleBatchSampler` shuffles with (seed, epoch) like ``DistributedSampler``,
+gives every rank the same number of full batches (``drop_last``), and draws one input side per
+batch from ``data.size_list`` with a generator that does not depend on the rank, so all ranks use
+the same side at the same step (no rank waits on a bigger batch; SyncBatchNorm sees one size).
+It yields ``(index, size, seed)`` keys, and the dataset resizes each sample straight to ``size``.
+
+Testing: :class:`InferenceSampler` splits a test set into contiguous, possibly uneven shards, so
+every image is evaluated exactly once over all ranks; no duplicates pad the last shard (the cause
+of the seed repo's distributed/single-GPU mismatch).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from ..config.loader import ConfigError
+from ..config.schema import Config
+from ..errors import DataError
+from .datasets import TestDataset, TrainDataset, find_pairs, resolve_dataset
+from .transforms import build_test_transform, build_train_transform
+
+logger = logging.getLogger(__name__)
+
+
+def _mix(*values: int) -> int:
+    """A well-spread 63-bit seed from small integers (seed, epoch, position, ...)."""
+    entropy = [v % 2**64 for v in values]  # SeedSequence wants non-negative integers
+    return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+class MultiScaleBatchSampler(Sampler[list[tuple[int, int, int]]]):
+    """Batches of ``(index, size, seed)`` for one rank; call :meth:`set_epoch` every epoch.
+
+    Args:
+        length: samples in the (concatenated) training set.
+        batch_size: samples per batch on this rank.
+        sizes: input sides to draw from, one per batch; a single value disables multi-scale.
+        seed: the run's seed; shuffling, sizes and augmentation seeds derive from it and the epoch.
+        rank, world_size: this process's shard.
+        shuffle: random order (True for training).
+    """
+
+    def __init__(self, length: int, batch_size: int, sizes: list[int], seed: int = 0,
+                 rank: int = 0, world_size: int = 1, shuffle: bool = True) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in [0, {world_size})")
+        self.length, self.batch_size, self.sizes = length, batch_size, list(sizes)
+        self.seed, self.rank, self.world_size, self.shuffle = seed, rank, world_size, shuffle
+        self.epoch = 0
+        self.num_batches = length // (batch_size * world_size)  # drop_last: equal on all ranks
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def batch_sizes(self) -> list[int]:
+        """The input side of each batch of this epoch (identical on every rank)."""
+        if len(self.sizes) == 1:
+            return self.sizes * self.num_batches
+        rng = np.random.default_rng(_mix(self.seed, self.epoch, 1))
+        return [self.sizes[i] for i in rng.integers(0, len(self.sizes), self.num_batches)]
+
+    def __iter__(self) -> Iterator[list[tuple[int, int, int]]]:
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(self.length, generator=g).tolist()
+        else:
+            order = list(range(self.length))
+        used = self.num_batches * self.batch_size * self.world_size
+        mine = order[:used][self.rank::self.world_size]
+        for b, size in enumerate(self.batch_sizes()):
+            start = b * self.batch_size
+            batch = mine[start:start + self.batch_size]
+            yield [(i, size, _mix(self.seed, self.epoch, i)) for i in batch]
+
+
+def shard_range(length: int, rank: int, world_size: int) -> range:
+    """The contiguous slice of ``range(length)`` that ``rank`` evaluates (sizes differ by <= 1)."""
+    base, extra = divmod(length, world_size)
+    start = rank * base + min(rank, extra)
+    return range(start, start + base + (1 if rank < extra else 0))
+
+
+class InferenceSampler(Sampler[int]):
+    """Indices of one rank's contiguous shard; all ranks together see every index exactly once."""
+
+    def __init__(self, length: int, rank: int = 0, world_size: int = 1) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in [0, {world_size})")
+        self.indices = shard_range(length, rank, world_size)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+def set_epoch(loader: DataLoader, epoch: int) -> None:
+    """Tell a training loader which epoch starts (new order, sizes and augmentation seeds)."""
+    sampler = loader.batch_sampler
+    if isinstance(sampler, MultiScaleBatchSampler):
+        sampler.set_epoch(epoch)
+
+
+def _seed_worker(worker_id: int) -> None:
+    """numpy's generator per worker (torch and ``random`` are seeded by the DataLoader itself)."""
+    np.random.seed(torch.initial_seed() % 2**32)
+
+
+def collate_train(items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    return {"image": torch.stack([it["image"] for it in items]),
+            "mask": torch.stack([it["mask"] for it in items]),
+            "index": torch.tensor([it["index"] for it in items], dtype=torch.int64)}
+
+
+def collate_test(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Images stacked; GT masks (original sizes differ), names and sizes kept as lists."""
+    return {"image": torch.stack([it["image"] for it in items]),
+            "gt": [it["gt"] for it in items],
+            "name": [it["name"] for it in items],
+            "index": torch.tensor([it["index"] for it in items], dtype=torch.int64),
+            "image_size": [it["image_size"] for it in items]}
+
+
+def _loader_options(cfg: Config, persistent: bool) -> dict[str, Any]:
+    workers = cfg.data.num_workers
+    return {"num_workers": workers,
+            "pin_memory": cfg.data.pin_memory and torch.cuda.is_available(),
+            "persistent_workers": persistent and workers > 0,
+            "worker_init_fn": _seed_worker if workers > 0 else None,
+            "generator": torch.Generator().manual_seed(cfg.runtime.seed)}
+
+
+def build_train_dataset(cfg: Config) -> TrainDataset:
+    """All ``data.train`` datasets, concatenated in config order."""
+    if not cfg.data.train:
+        raise DataError("no training data: add at least one dataset to data.train "
+                        "(e.g. {preset: demo-train})")
+    pairs, names = [], []
+    for i, dataset in enumerate(cfg.data.train):
+        resolved = resolve_dataset(dataset, cfg.data_root, where=f"data.train.{i}")
+        found = find_pairs(resolved)
+        logger.info("train set %s: %d pairs in %s", resolved.name, len(found), resolved.root)
+        pairs.extend(found)
+        names.append(resolved.name)
+    return TrainDataset(pairs, build_train_transform(cfg.data), cfg.data.size, "+".join(names))
+
+
+def build_train_loader(cfg: Config, rank: int = 0, world_size: int = 1) -> DataLoader:
+    """The training loader of one rank; batches are ``{"image", "mask", "index"}``.
+
+    ``image``: float32 (B, 3, s, s) normalised; ``mask``: float32 (B, 1, s, s) in [0, 1];
+    ``index``: int64 (B,) into the concatenated set. ``s`` is one value of ``data.size_list`` per
+    batch (or ``data.size``). Call :func:`set_epoch` at the start of every epoch.
+    """
+    dataset = build_train_dataset(cfg)
+    sizes = list(cfg.data.size_list) or [cfg.data.size]
+    sampler = MultiScaleBatchSampler(len(dataset), cfg.data.batch_size, sizes,
+                                     seed=cfg.runtime.seed, rank=rank, world_size=world_size)
+    if len(sampler) == 0:
+        raise DataError(f"the training set has {len(dataset)} pairs, fewer than one global batch "
+                        f"(data.batch_size {cfg.data.batch_size} x {world_size} processes)")
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_train,
+                      **_loader_options(cfg, cfg.data.persistent_workers))
+
+
+def build_test_loaders(cfg: Config, rank: int = 0, world_size: int = 1
+                       ) -> dict[str, DataLoader]:
+    """One loader per ``data.test`` dataset (by name), each over this rank's contiguous shard.
+
+    Batches: ``image`` float32 (B, 3, S, S) at ``data.size``; ``gt`` list of uint8 (H, W) masks
+    at their original size; ``name`` list of stems; ``index`` int64 (B,) dataset indices;
+    ``image_size`` list of the images' original (H, W). ``loader.dataset`` is the
+    :class:`TestDataset` (``.pairs``, ``.names``, ``.name``, full length on every rank).
+    """
+    transform = build_test_transform(cfg.data)
+    loaders: dict[str, DataLoader] = {}
+    for i, dataset in enumerate(cfg.data.test):
+        resolved = resolve_dataset(dataset, cfg.data_root, where=f"data.test.{i}")
+        if resolved.name in loaders:
+            raise ConfigError(f"data.test.{i}.name: two test sets are named {resolved.name!r}; "
+                            "give one a different name")
+        test_set = TestDataset(find_pairs(resolved), transform, resolved.name)
+        logger.info("test set %s: %d pairs in %s", resolved.name, len(test_set), resolved.root)
+        loaders[resolved.name] = DataLoader(
+            test_set, batch_size=cfg.data.test_batch_size,
+            sampler=InferenceSampler(len(test_set), rank, world_size),
+            collate_fn=collate_test, **_loader_options(cfg, persistent=False))
+    return loaders

@@ -1,0 +1,104 @@
+"""Dataset presets: the usual folder layouts of the public SOD benchmarks and the demo data.
+
+A config then needs only ``{preset: ecssd}`` (with ``data_root`` pointing at the folder that holds
+``ECSSD/``). Every preset lists the layouts it knows, most common first; ``resolve_dataset`` takes
+the first one whose two folders exist under the root, so both the official release and the
+``Image``/``Mask`` repack found in most SOD code bases work without extra keys. ``image_dir`` and
+``mask_dir`` in the config always win over the preset.
+
+Assumed layouts, relative to the dataset root (first = default):
+
+========== =========== ======================================================================
+preset     root        image dir / mask dir
+========== =========== ======================================================================
+duts-tr    DUTS-TR     DUTS-TR-Image/DUTS-TR-Mask (official); Image/Mask; Imgs/GT
+duts-te    DUTS-TE     DUTS-TE-Image/DUTS-TE-Mask (official); Image/Mask; Imgs/GT
+ecssd      ECSSD       Image/Mask; images/ground_truth_mask (official CUHK); Imgs/GT
+hku-is     HKU-IS      Image/Mask; imgs/gt (official); Imgs/GT
+pascal-s   PASCAL-S    Image/Mask; Imgs/GT; datasets/imgs/pascal / datasets/masks/pascal (official)
+dut-omron  DUT-OMRON   Image/Mask; DUT-OMRON-image/pixelwiseGT-new-PNG (official); Imgs/GT
+soc        SOC         TestSet/Imgs / TestSet/gt (SOC-6K release, test split); Image/Mask; Imgs/GT
+demo-train cache       DEMO-TR/images / DEMO-TR/masks (generated on first use)
+demo-test  cache       DEMO-TE/images / DEMO-TE/masks (generated on first use)
+========== =========== ======================================================================
+
+The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default ``~/.cache/sodkit``), read when a
+config is resolved so that the environment variable can be set late (tests do).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..registry import Registry
+from . import synthetic
+
+logger = logging.getLogger(__name__)
+
+Layout = tuple[str, str]  # (image_dir, mask_dir), relative to the dataset root
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Defaults for one dataset; ``prepare`` (if any) makes the data exist under a root."""
+
+    name: str  # default display name
+    root: str | Callable[[], str]  # relative to data_root, or absolute; a callable is read late
+    layouts: tuple[Layout, ...]  # known (image_dir, mask_dir) pairs, the default first
+    prepare: Callable[[Path], None] | None = None
+    doc: str = ""
+
+    def default_root(self) -> str:
+        return self.root() if callable(self.root) else self.root
+
+
+PRESETS: Registry[Any] = Registry("dataset preset")
+
+_REPACK: Layout = ("Image", "Mask")  # the layout of most SOD benchmark repacks
+_IMGS_GT: Layout = ("Imgs", "GT")
+
+
+def _add(key: str, preset: Preset) -> None:
+    PRESETS.register(key)(preset)
+
+
+def get_preset(key: str) -> Preset:
+    """The preset registered as ``key``; a KeyError that suggests the closest name otherwise."""
+    return PRESETS.get(key)
+
+
+def cache_dir() -> Path:
+    """sodkit's cache folder: ``$SODKIT_CACHE`` or ``~/.cache/sodkit``."""
+    return Path(os.environ.get("SODKIT_CACHE") or "~/.cache/sodkit").expanduser()
+
+
+def demo_root() -> str:
+    """Where the demo presets generate their data; the version changes with the generator."""
+    return str(cache_dir() / f"demo-v{synthetic.DEMO_VERSION}")
+
+
+_add("duts-tr", Preset("DUTS-TR", "DUTS-TR", (("DUTS-TR-Image", "DUTS-TR-Mask"), _REPACK,
+                                              _IMGS_GT), doc="DUTS training set, 10,553 pairs"))
+_add("duts-te", Preset("DUTS-TE", "DUTS-TE", (("DUTS-TE-Image", "DUTS-TE-Mask"), _REPACK,
+                                              _IMGS_GT), doc="DUTS test set, 5,019 pairs"))
+_add("ecssd", Preset("ECSSD", "ECSSD", (_REPACK, ("images", "ground_truth_mask"), _IMGS_GT),
+                     doc="ECSSD, 1,000 pairs"))
+_add("hku-is", Preset("HKU-IS", "HKU-IS", (_REPACK, ("imgs", "gt"), _IMGS_GT),
+                      doc="HKU-IS, 4,447 pairs"))
+_add("pascal-s", Preset("PASCAL-S", "PASCAL-S", (_REPACK, _IMGS_GT, ("datasets/imgs/pascal",
+                                                                     "datasets/masks/pascal")),
+                        doc="PASCAL-S, 850 pairs"))
+_add("dut-omron", Preset("DUT-OMRON", "DUT-OMRON", (_REPACK, ("DUT-OMRON-image",
+                                                              "pixelwiseGT-new-PNG"), _IMGS_GT),
+                         doc="DUT-OMRON, 5,168 pairs"))
+_add("soc", Preset("SOC", "SOC", (("TestSet/Imgs", "TestSet/gt"), _REPACK, _IMGS_GT),
+                   doc="SOC test split (salient images and distractor-only images)"))
+_add("demo-train", Preset("DEMO-TR", demo_root, (("DEMO-TR/images", "DEMO-TR/masks"),),
+                          prepare=synthetic.generate_demo, doc="synthetic demo, training split"))
+_add("demo-test", Preset("DEMO-TE", demo_root, (("DEMO-TE/images", "DEMO-TE/masks"),),
+                         prepare=synthetic.generate_demo, doc="synthetic demo, test split"))

@@ -1,0 +1,118 @@
+"""Joint image/mask transforms on ``torchvision.transforms.v2``.
+
+The image travels as a ``tv_tensors.Image`` (uint8 until the end: the fast resize path) and the
+mask as a :class:`SoftMask`, so every random geometric transform draws its parameters once and
+applies them to both. ``SoftMask`` is a ``tv_tensors.Mask`` (float in [0, 1]) whose resize and
+rotation are bilinear: torchvision forces nearest-neighbour on masks, which would make the soft
+label edges jagged and up to half a pixel off the image's anti-aliased edges. Transforms without
+a SoftMask kernel fall back to the Mask kernels, so alignment holds for any geometric op added
+later. Colour jitter and normalisation only touch images by construction.
+
+Train and test resize the same way (bilinear, antialiased), so a network sees the same input
+statistics in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import InterpolationMode
+from torchvision.transforms.v2 import functional as F
+
+from ..config.schema import DataCfg
+
+BILINEAR = InterpolationMode.BILINEAR
+
+
+class SoftMask(tv_tensors.Mask):
+    """A float mask in [0, 1] that is resized and rotated bilinearly (soft training labels)."""
+
+
+@F.register_kernel(F.resize, SoftMask)
+def _resize_soft(mask: torch.Tensor, size: list[int] | None, interpolation=BILINEAR,
+                 max_size: int | None = None, antialias: bool = True, **_: object) -> SoftMask:
+    out = F.resize_image(mask.as_subclass(torch.Tensor), size, interpolation=BILINEAR,
+                         max_size=max_size, antialias=True)
+    return tv_tensors.wrap(out, like=mask)
+
+
+@F.register_kernel(F.rotate, SoftMask)
+def _rotate_soft(mask: torch.Tensor, angle: float, interpolation=BILINEAR, expand: bool = False,
+                 center: list[float] | None = None, fill: object = None, **_: object
+                 ) -> SoftMask:
+    out = F.rotate_image(mask.as_subclass(torch.Tensor), angle, interpolation=BILINEAR,
+                         expand=expand, center=center, fill=[0.0])
+    return tv_tensors.wrap(out, like=mask)
+
+
+def image_to_tensor(image: np.ndarray) -> tv_tensors.Image:
+    """uint8 RGB (H, W, 3) numpy -> uint8 ``tv_tensors.Image`` (3, H, W), no copy."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"expected a uint8 (H, W, 3) RGB array, got {image.dtype} {image.shape}")
+    return tv_tensors.Image(torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1))
+
+
+def mask_to_tensor(mask: np.ndarray) -> SoftMask:
+    """uint8 (H, W) numpy -> float32 SoftMask (1, H, W) in [0, 1]."""
+    return SoftMask(torch.from_numpy(np.ascontiguousarray(mask)).unsqueeze(0).float() / 255.0)
+
+
+def _finish(cfg: DataCfg) -> v2.Compose:
+    return v2.Compose([v2.ToDtype(torch.float32, scale=True),
+                       v2.Normalize(mean=list(cfg.mean), std=list(cfg.std))])
+
+
+class TrainTransform:
+    """Random joint augmentation; the output side is chosen per call (multi-scale training).
+
+    Called with uint8 ``image`` (H, W, 3), uint8 ``mask`` (H, W) and ``size``; returns the
+    normalised float32 image (3, size, size) and the soft float32 mask (1, size, size) in [0, 1].
+    The randomness comes from torch's global generator (seeded per sample by the dataset).
+    """
+
+    def __init__(self, cfg: DataCfg) -> None:
+        steps: list[Callable] = []
+        if cfg.hflip > 0:
+            steps.append(v2.RandomHorizontalFlip(p=cfg.hflip))
+        if cfg.rotation > 0:
+            steps.append(v2.RandomRotation(cfg.rotation, interpolation=BILINEAR, fill=0))
+        if cfg.color_jitter > 0:
+            j = cfg.color_jitter
+            steps.append(v2.ColorJitter(brightness=j, contrast=j, saturation=j))
+        self.augment = v2.Compose(steps) if steps else v2.Identity()
+        self.finish = _finish(cfg)
+
+    def __call__(self, image: np.ndarray, mask: np.ndarray, size: int
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        img, msk = image_to_tensor(image), mask_to_tensor(mask)
+        img = F.resize(img, [size, size], interpolation=BILINEAR, antialias=True)
+        msk = F.resize(msk, [size, size], interpolation=BILINEAR, antialias=True)
+        img, msk = self.augment(img, msk)
+        img = self.finish(img)
+        return img.as_subclass(torch.Tensor), msk.as_subclass(torch.Tensor).clamp_(0.0, 1.0)
+
+
+class TestTransform:
+    """Resize to a square side and normalise: uint8 RGB (H, W, 3) -> float32 (3, S, S)."""
+
+    def __init__(self, cfg: DataCfg, size: int) -> None:
+        self.size = size
+        self.finish = _finish(cfg)
+
+    def __call__(self, image: np.ndarray) -> torch.Tensor:
+        img = F.resize(image_to_tensor(image), [self.size, self.size], interpolation=BILINEAR,
+                       antialias=True)
+        return self.finish(img).as_subclass(torch.Tensor)
+
+
+def build_train_transform(cfg: DataCfg) -> TrainTransform:
+    return TrainTransform(cfg)
+
+
+def build_test_transform(cfg: DataCfg, size: int | None = None) -> TestTransform:
+    """The inference transform at ``size`` (default ``cfg.size``); ``predict`` uses it too."""
+    return TestTransform(cfg, size or cfg.size)

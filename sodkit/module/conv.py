@@ -1,0 +1,49 @@
+"""Convolution blocks and resizing helpers used by every decoder."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class ConvBNAct(nn.Sequential):
+    """Conv (no bias: BatchNorm has one) -> BatchNorm -> ReLU, 'same' padding for odd kernels.
+
+    A ``nn.Sequential`` so that its parts keep the usual names (``0`` conv, ``1`` norm, ``2`` act)
+    and a checkpointing wrapper can treat it as one block.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int = 3,
+        stride: int = 1,
+        dilation: int = 1,
+        groups: int = 1,
+        act: bool = True,
+    ) -> None:
+        padding = dilation * (kernel_size - 1) // 2
+        layers: list[nn.Module] = [
+            nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                      groups=groups, bias=False),
+            nn.BatchNorm2d(out_channels),
+        ]
+        if act:
+            layers.append(nn.ReLU(inplace=True))
+        super().__init__(*layers)
+
+
+def resize_to(x: Tensor, size: tuple[int, int] | list[int], mode: str = "bilinear") -> Tensor:
+    """Resize ``x`` (B, C, h, w) to exactly ``size`` (H, W); a no-op when it already matches.
+
+    Decoders must resize to the target tensor's size instead of scaling by 2: an input side that
+    is not a multiple of the backbone's stride gives feature maps with rounded-up sizes
+    (e.g. 72 px -> 36, 18, 9, 5, 3), which a plain 2x upsampling would not match.
+    """
+    size = (int(size[0]), int(size[1]))
+    if tuple(x.shape[-2:]) == size:
+        return x
+    if mode in ("bilinear", "bicubic"):
+        return F.interpolate(x, size=size, mode=mode, align_corners=False)
+    return F.interpolate(x, size=size, mode=mode)

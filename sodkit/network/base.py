@@ -1,0 +1,32 @@
+"""The network registry and the one entry point the engine calls: ``build_network(cfg.model)``.
+
+Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
+
+- ``forward(image (B, 3, H, W)) -> {"logits": (B, 1, H, W), "aux": [(B, 1, h_i, w_i), ...]}``:
+  raw logits (no sigmoid), the main one at the input resolution, side outputs for deep
+  supervision at their own resolutions (possibly an empty list);
+- a ``.backbone`` attribute (a :class:`~sodkit.backbone.Backbone`) so the optimizer can give it
+  its own learning rate;
+- no loss, no device, rank or precision logic inside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import nn
+
+from ..config.loader import ConfigError
+from ..config.schema import ModelCfg
+from ..registry import Registry
+
+NETWORKS: Registry[Callable[[ModelCfg], nn.Module]] = Registry("network")
+
+
+def build_network(cfg: ModelCfg) -> nn.Module:
+    """The network named ``cfg.name``, with its backbone built (and weights loaded) from ``cfg``."""
+    if cfg.name not in NETWORKS:
+        raise ConfigError(f"model.name: {NETWORKS.unknown_message(cfg.name)}")
+    if cfg.decoder_channels <= 0:
+        raise ConfigError(f"model.decoder_channels: must be > 0, got {cfg.decoder_channels}")
+    return NETWORKS.get(cfg.name)(cfg)

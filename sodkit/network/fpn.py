@@ -1,0 +1,48 @@
+"""``fpn``: a plain feature pyramid decoder, the fast baseline every other method is compared to.
+
+Each backbone map gets a 1x1 lateral ConvBNAct to ``decoder_channels``; going from the coarsest
+level to the finest, the running map is bilinearly resized to the next lateral's size (not 2x:
+inputs that are not multiples of 32 give odd sizes), added, and smoothed by a 3x3 ConvBNAct.
+A 1x1 head per level predicts a saliency logit map.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from ..backbone import Backbone
+from ..config.schema import ModelCfg
+from ..module import ConvBNAct, resize_to
+from .base import NETWORKS
+
+
+@NETWORKS.register("fpn")
+class FPN(nn.Module):
+    """Backbone + top-down pyramid.
+
+    Output: ``{"logits": (B, 1, H, W), "aux": [...]}``: ``logits`` is the finest level's head
+    resized to the input; ``aux`` holds the other levels' head outputs at their own resolutions,
+    **coarse to fine** (``aux[0]`` is the lowest resolution).
+    """
+
+    def __init__(self, cfg: ModelCfg) -> None:
+        super().__init__()
+        self.backbone = Backbone.from_cfg(cfg)
+        width = cfg.decoder_channels
+        chans = self.backbone.channels
+        self.laterals = nn.ModuleList(ConvBNAct(c, width, kernel_size=1) for c in chans)
+        self.smooth = nn.ModuleList(ConvBNAct(width, width, kernel_size=3) for _ in chans)
+        self.heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans)
+
+    def forward(self, image: Tensor) -> dict[str, Tensor | list[Tensor]]:
+        feats = self.backbone(image)
+        sides: list[Tensor] = []
+        x: Tensor | None = None
+        for i in reversed(range(len(feats))):
+            lateral = self.laterals[i](feats[i])
+            if x is not None:
+                lateral = lateral + resize_to(x, lateral.shape[-2:])
+            x = self.smooth[i](lateral)
+            sides.append(self.heads[i](x))
+        logits = resize_to(sides[-1], image.shape[-2:])
+        return {"logits": logits, "aux": sides[:-1]}

@@ -1,0 +1,162 @@
+"""Optimizer with backbone / decoder and decay / no-decay parameter groups, and per-step schedules.
+
+The schedule is a multiplicative factor on each group's own base LR (``LambdaLR``), so the
+backbone's ``lr * backbone_lr_factor`` ratio holds at every step, warm-up included.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler
+
+from .config.loader import ConfigError
+from .config.schema import OptimCfg, ScheduleCfg
+
+log = logging.getLogger(__name__)
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+SCHEDULES = ("constant", "poly", "cosine", "step")
+
+
+def scaled_lr(cfg: OptimCfg, global_batch_size: int) -> float:
+    """``cfg.lr`` scaled by ``global_batch_size / cfg.base_batch_size`` (none, linear or sqrt)."""
+    ratio = global_batch_size / cfg.base_batch_size
+    if cfg.lr_scaling == "none":
+        return cfg.lr
+    if cfg.lr_scaling == "linear":
+        return cfg.lr * ratio
+    if cfg.lr_scaling == "sqrt":
+        return cfg.lr * math.sqrt(ratio)
+    raise ConfigError(f"optim.lr_scaling: {cfg.lr_scaling!r} is not one of none, linear, sqrt")
+
+
+def param_groups(model: nn.Module, lr: float, cfg: OptimCfg) -> list[dict]:
+    """Up to four named groups: backbone / decoder x decay / no_decay; empty ones are dropped.
+
+    Parameters with ``ndim <= 1`` (biases, norm scales and shifts) get no weight decay: decaying
+    them only shrinks normalisation towards zero. Frozen parameters are left out.
+    """
+    inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    backbone = getattr(inner, "backbone", None)
+    backbone_ids = {id(p) for p in backbone.parameters()} if backbone is not None else set()
+    if backbone is None and cfg.backbone_lr_factor != 1.0:
+        log.warning("%s has no .backbone: optim.backbone_lr_factor is ignored",
+                    type(inner).__name__)
+    groups: dict[str, dict] = {}
+    for name, value in (("backbone", lr * cfg.backbone_lr_factor), ("decoder", lr)):
+        groups[name] = {"name": name, "params": [], "lr": value,
+                        "weight_decay": cfg.weight_decay}
+        groups[name + "_no_decay"] = {"name": name + "_no_decay", "params": [], "lr": value,
+                                      "weight_decay": 0.0}
+    for param in model.parameters():  # unique: parameters() skips shared duplicates
+        if not param.requires_grad:
+            continue
+        key = "backbone" if id(param) in backbone_ids else "decoder"
+        groups[key if param.ndim > 1 else key + "_no_decay"]["params"].append(param)
+    return [g for g in groups.values() if g["params"]]
+
+
+def build_optimizer(
+    model: nn.Module, cfg: OptimCfg, global_batch_size: int
+) -> torch.optim.Optimizer:
+    """SGD / Adam / AdamW over :func:`param_groups`, with the LR scaling rule applied."""
+    lr = scaled_lr(cfg, global_batch_size)
+    groups = param_groups(model, lr, cfg)
+    if not groups:
+        raise ValueError("the model has no trainable parameters")
+    log.info("optimizer %s: lr %.3g (%s scaling, global batch %d / base %d), backbone lr %.3g",
+             cfg.name, lr, cfg.lr_scaling, global_batch_size, cfg.base_batch_size,
+             lr * cfg.backbone_lr_factor)
+    if cfg.name == "sgd":
+        if cfg.nesterov and cfg.momentum <= 0:
+            raise ConfigError("optim.nesterov: needs optim.momentum > 0")
+        return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
+    if cfg.name in ("adam", "adamw"):
+        cls = torch.optim.Adam if cfg.name == "adam" else torch.optim.AdamW
+        return cls(groups, lr=lr, betas=(cfg.betas[0], cfg.betas[1]))
+    raise ConfigError(f"optim.name: {cfg.name!r} is not one of {', '.join(OPTIMIZERS)}")
+
+
+def lr_factor_fn(
+    cfg: ScheduleCfg, steps_per_epoch: int, epochs: int
+) -> Callable[[int], float]:
+    """The LR multiplier at optimizer step ``i`` (0-based): warm-up factor x main schedule.
+
+    Warm-up rises linearly from ``warmup_factor`` (step 0) to 1 (step ``W``,
+    ``W = round(warmup_epochs * steps_per_epoch)``). Poly and cosine run from 1 at step ``W`` to
+    ``min_lr_factor`` at step ``epochs * steps_per_epoch``; step decays by ``gamma`` at each
+    milestone (absolute epochs, converted to steps).
+    """
+    _check_schedule(cfg, steps_per_epoch, epochs)
+    warmup = round(cfg.warmup_epochs * steps_per_epoch)
+    total = epochs * steps_per_epoch
+    span = max(total - warmup, 1)
+    milestones = sorted(round(m * steps_per_epoch) for m in cfg.milestones)
+    start, floor = cfg.warmup_factor, cfg.min_lr_factor
+
+    def factor(step: int) -> float:
+        warm = start + (1.0 - start) * step / warmup if step < warmup else 1.0
+        t = min(max(step - warmup, 0) / span, 1.0)
+        if cfg.name == "poly":
+            main = floor + (1.0 - floor) * (1.0 - t) ** cfg.power
+        elif cfg.name == "cosine":
+            main = floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * t))
+        elif cfg.name == "step":
+            main = cfg.gamma ** bisect.bisect_right(milestones, step)
+        else:
+            main = 1.0
+        return warm * main
+
+    return factor
+
+
+def _check_schedule(cfg: ScheduleCfg, steps_per_epoch: int, epochs: int) -> None:
+    if cfg.name not in SCHEDULES:
+        raise ConfigError(f"schedule.name: {cfg.name!r} is not one of {', '.join(SCHEDULES)}")
+    if steps_per_epoch <= 0 or epochs <= 0:
+        raise ValueError(f"steps_per_epoch ({steps_per_epoch}) and epochs ({epochs}) must be > 0")
+    rules = [
+        ("warmup_epochs", "must be >= 0", cfg.warmup_epochs >= 0),
+        ("warmup_factor", "must be in [0, 1]", 0.0 <= cfg.warmup_factor <= 1.0),
+        ("min_lr_factor", "must be >= 0", cfg.min_lr_factor >= 0),
+        ("power", "must be > 0", cfg.power > 0),
+        ("gamma", "must be > 0", cfg.gamma > 0),
+    ]
+    for key, rule, ok in rules:
+        if not ok:
+            raise ConfigError(f"schedule.{key}: {rule}, got {getattr(cfg, key)}")
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: ScheduleCfg, steps_per_epoch: int, epochs: int
+) -> LRScheduler:
+    """A ``LambdaLR`` to step once per optimizer step (not per batch under accumulation).
+
+    ``steps_per_epoch`` counts optimizer steps. Its state_dict (step count and each group's base
+    LR) resumes exactly; the factor function is rebuilt from the config, not stored. A per-epoch
+    schedule is the same call with ``steps_per_epoch=1``, stepped once per epoch.
+    """
+    return PerStepLR(optimizer, lr_factor_fn(cfg, steps_per_epoch, epochs))
+
+
+class PerStepLR(LambdaLR):
+    """``LambdaLR`` whose ``load_state_dict`` also sets each group's LR for the restored step.
+
+    Plain ``LambdaLR`` leaves the LR that its constructor wrote (the step-0 value) in place when
+    the optimizer state was loaded *before* the scheduler was built; recomputing the closed form
+    ``base_lr * factor(step)`` makes resume exact in either order.
+    """
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        pairs = zip(self.base_lrs, self.lr_lambdas, strict=True)
+        lrs = [base * fn(self.last_epoch) for base, fn in pairs]
+        for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
+            group["lr"] = lr
+        self._last_lr = lrs

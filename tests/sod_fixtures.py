@@ -1,0 +1,38 @@
+"""Small SOD datasets written to disk for end-to-end tests (DUTS layout, varied image sizes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+
+def draw_pair(rng: np.random.Generator, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """A noisy background with one bright ellipse; the mask marks the ellipse."""
+    image = rng.integers(0, 90, size=(height, width, 3), dtype=np.uint8)
+    mask = np.zeros((height, width), np.uint8)
+    center = (int(rng.integers(width // 4, 3 * width // 4)),
+              int(rng.integers(height // 4, 3 * height // 4)))
+    axes = (int(rng.integers(width // 8, width // 4)), int(rng.integers(height // 8, height // 4)))
+    cv2.ellipse(mask, center, axes, float(rng.integers(0, 180)), 0, 360, 255, -1)
+    color = rng.integers(150, 256, size=3)
+    image[mask > 0] = color
+    return image, mask
+
+
+def write_duts_layout(root: Path, n_train: int = 16, n_test: int = 6, seed: int = 0) -> Path:
+    """``root/DUTS-TR/DUTS-TR-{Image,Mask}`` and ``root/DUTS-TE/DUTS-TE-{Image,Mask}``."""
+    rng = np.random.default_rng(seed)
+    for split, count in (("TR", n_train), ("TE", n_test)):
+        images = root / f"DUTS-{split}" / f"DUTS-{split}-Image"
+        masks = root / f"DUTS-{split}" / f"DUTS-{split}-Mask"
+        images.mkdir(parents=True, exist_ok=True)
+        masks.mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            height, width = int(rng.integers(48, 97)), int(rng.integers(48, 97))
+            image, mask = draw_pair(rng, height, width)
+            stem = f"sun_{split.lower()}_{i:03d}"
+            cv2.imwrite(str(images / f"{stem}.jpg"), image)
+            cv2.imwrite(str(masks / f"{stem}.png"), mask)
+    return root

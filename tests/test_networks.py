@@ -1,0 +1,58 @@
+"""Every registered network: output contract, gradients everywhere, odd input sizes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sodkit.config import ConfigError, LossCfg, ModelCfg
+from sodkit.loss import build_criterion
+from sodkit.network import NETWORKS, build_network
+
+
+def _check_outputs(outputs: dict, batch: int, height: int, width: int) -> None:
+    assert tuple(outputs["logits"].shape) == (batch, 1, height, width)
+    assert isinstance(outputs["aux"], list)
+    for side in outputs["aux"]:
+        assert side.ndim == 4 and side.shape[:2] == (batch, 1)
+        assert side.shape[-2] <= height and side.shape[-1] <= width
+
+
+@pytest.mark.parametrize("size", [(64, 64), (72, 88)])
+@pytest.mark.parametrize("name", NETWORKS.names())
+def test_forward_backward(name: str, size: tuple[int, int]) -> None:
+    torch.manual_seed(0)
+    model = build_network(ModelCfg(name=name, backbone="resnet18", decoder_channels=16)).train()
+    image = torch.randn(2, 3, *size)
+    mask = (torch.rand(2, 1, *size) > 0.5).float()
+    outputs = model(image)
+    _check_outputs(outputs, 2, *size)
+    total, _ = build_criterion(LossCfg())(outputs, mask)
+    total.backward()
+    backbone_ids = {id(p) for p in model.backbone.parameters()}
+    decoder = [p for p in model.parameters() if id(p) not in backbone_ids]
+    assert decoder, "a network needs decoder parameters outside .backbone"
+    for group in (list(model.backbone.parameters()), decoder):
+        for param in group:
+            assert param.grad is not None and torch.isfinite(param.grad).all()
+        assert any(param.grad.abs().sum() > 0 for param in group)
+
+
+@pytest.mark.parametrize("name", NETWORKS.names())
+def test_equal_stride_backbone(name: str) -> None:
+    # A ViT gives every map at stride 16: the decoder must not assume halving sizes.
+    model = build_network(ModelCfg(name=name, backbone="test_vit", decoder_channels=8)).eval()
+    with torch.no_grad():
+        _check_outputs(model(torch.randn(1, 3, 64, 64)), 1, 64, 64)
+
+
+def test_fpn_aux_is_coarse_to_fine() -> None:
+    model = build_network(ModelCfg(name="fpn", backbone="resnet18", decoder_channels=8)).eval()
+    with torch.no_grad():
+        outputs = model(torch.randn(1, 3, 64, 64))
+    assert [side.shape[-1] for side in outputs["aux"]] == [2, 4, 8, 16]  # strides 32..4
+
+
+def test_unknown_network_name() -> None:
+    with pytest.raises(ConfigError, match=r"model.name: unknown network 'fpm'; did you mean 'fpn'"):
+        build_network(ModelCfg(name="fpm", backbone="resnet18"))
