@@ -70,7 +70,8 @@ def main() -> None:
         lines += [
             f"| {dataset.name} ({len(gts)} images) | MAE | maxFm |", "|---|---:|---:|",
             f"| demo model (`{run}`) | {model['MAE']:.4f} | {model['maxFm']:.4f} |",
-            f"| best constant ({const}) | {const_scores['MAE']:.4f} | {const_scores['maxFm']:.4f} |",
+            f"| best constant ({const}) | {const_scores['MAE']:.4f} "
+            f"| {const_scores['maxFm']:.4f} |",
             f"| best centred Gaussian (sigma {sigma} x side) | {priors[sigma]['MAE']:.4f} "
             f"| {priors[sigma]['maxFm']:.4f} |",
             "",

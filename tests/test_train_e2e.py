@@ -7,6 +7,7 @@ resume test trains its own runs because it compares them.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,8 @@ def data_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def trained(data_root, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("runs")
-    code = main(["train", str(ROOT / "configs" / "demo.yaml"), *tiny_overrides(data_root, out, "t")])
+    overrides = tiny_overrides(data_root, out, "t")
+    code = main(["train", str(ROOT / "configs" / "demo.yaml"), *overrides])
     assert code == 0
     return out / "t"
 
@@ -200,3 +202,23 @@ def test_predict_handles_modes_and_sizes(trained, tmp_path):
     for stem, shape in expected.items():
         mask = read_mask(out / f"{stem}.png")
         assert mask.shape == shape and mask.dtype == np.uint8, stem
+
+
+def test_two_process_test_equals_single_process(trained, data_root):
+    """torchrun with 2 gloo processes: uneven shards (6 images, batch 4), the same numbers."""
+    out = trained.parent
+    overrides = tiny_overrides(data_root, out, "t_ddp")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "sodkit", "test", str(ROOT / "configs" / "demo.yaml"), *overrides,
+         "--checkpoint", str(trained / "checkpoints" / "last.pt")],
+        capture_output=True, text=True, cwd=ROOT, timeout=600, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ddp = json.loads((out / "t_ddp" / "results.json").read_text())
+    single = json.loads((trained / "results.json").read_text())
+    assert ddp.keys() == single.keys()
+    for key, value in single["DUTS-TE"].items():
+        assert ddp["DUTS-TE"][key] == pytest.approx(value, abs=1e-9), key
+    assert len(list((out / "t_ddp" / "predictions" / "DUTS-TE").glob("*.png"))) == 6

@@ -25,12 +25,15 @@ def setup_logging(log_file: Path | None, is_main: bool) -> None:
         root.setLevel(logging.WARNING)
         return
     root.setLevel(logging.INFO)
-    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
-               for h in root.handlers):
-        console = logging.StreamHandler(sys.stderr)
-        console.setFormatter(logging.Formatter("%(message)s"))
-        console.addFilter(_hide_progress_lines_on_terminal)
-        root.addHandler(console)
+    consoles = [h for h in root.handlers
+                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    if not consoles:
+        consoles = [logging.StreamHandler(sys.stderr)]
+        consoles[0].setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(consoles[0])
+    for console in consoles:
+        if _hide_progress_lines_on_terminal not in console.filters:
+            console.addFilter(_hide_progress_lines_on_terminal)
     if log_file is not None:
         log_file = log_file.resolve()
         for handler in root.handlers:

@@ -1,0 +1,77 @@
+"""Dataset-level numbers from per-image records, the way PySODMetrics aggregates them.
+
+Every image weighs the same (empty GTs included). Curves are computed per image and averaged
+over images; ``max`` and ``mean`` are then taken on the averaged curve (never averages of
+per-image maxima). Adaptive metrics are per-image values averaged. Rows are taken in
+dataset-index order, so any merge of the same images gives the same bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .curves import (
+    BINARY_METRICS,
+    adaptive_fmeasure,
+    binary_metrics,
+    cumulative_counts,
+    emeasure,
+    fmeasure,
+)
+from .records import SCALARS, Records
+
+STANDARD_KEYS = ("MAE", "Smeasure", "wFmeasure", "maxFm", "meanFm", "adpFm",
+                 "maxEm", "meanEm", "adpEm")
+BINARY_KEYS = tuple(f"{mode}{stem}" for stem in BINARY_METRICS for mode in ("max", "mean", "adp"))
+METRIC_KEYS = STANDARD_KEYS + BINARY_KEYS
+CURVE_KEYS = ("precision_curve", "recall_curve", "fm_curve", "em_curve") + tuple(
+    f"{prefix}_curve" for prefix in BINARY_METRICS.values() if prefix not in ("precision", "recall")
+)
+
+
+def scalar_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """The scalar entries of a :meth:`SODMetrics.compute` result (drops the ``*_curve`` arrays)."""
+    return {key: float(value) for key, value in result.items() if not key.endswith("_curve")}
+
+
+def _add_curve(out: dict[str, Any], stem: str, curve_key: str | None, per_image: np.ndarray,
+               adaptive: np.ndarray) -> None:
+    curve = per_image.mean(axis=0)
+    out[f"max{stem}"] = float(curve.max())
+    out[f"mean{stem}"] = float(curve.mean())
+    out[f"adp{stem}"] = float(adaptive.mean())
+    if curve_key is not None:
+        out[curve_key] = curve
+
+
+def summarize(records: Records) -> dict[str, Any]:
+    """All metrics (python floats) and curves (float64 arrays, threshold 255 first) of a set.
+
+    Raises:
+        ValueError: when there are no images, or two records share a dataset index.
+    """
+    if len(records) == 0:
+        raise ValueError("no images were measured: nothing to compute")
+    records = records.sorted()
+    if np.any(records.index[1:] == records.index[:-1]):
+        raise ValueError("two records share a dataset index: an image was measured twice")
+    tp, fp = cumulative_counts(records.hist)
+    fg = records.hist[:, 1].sum(axis=1, dtype=np.int64)[:, None]
+    size = records.hist.sum(axis=(1, 2), dtype=np.int64)[:, None]
+    tp_a, fp_a = records.adaptive[:, :1], records.adaptive[:, 1:]
+
+    out: dict[str, Any] = {name: float(records.scalars[:, i].mean())
+                           for i, name in enumerate(SCALARS)}
+    pr = fmeasure(tp, fp, fg)
+    _add_curve(out, "Fm", "fm_curve", pr["fm"], adaptive_fmeasure(tp_a, fp_a, fg))
+    _add_curve(out, "Em", "em_curve", emeasure(tp, fp, fg, size), emeasure(tp_a, fp_a, fg, size))
+    out["precision_curve"] = pr["precision"].mean(axis=0)
+    out["recall_curve"] = pr["recall"].mean(axis=0)
+    curves = binary_metrics(tp, fp, fg, size)
+    adaptive = binary_metrics(tp_a, fp_a, fg, size)
+    for stem, prefix in BINARY_METRICS.items():
+        key = None if prefix in ("precision", "recall") else f"{prefix}_curve"
+        _add_curve(out, stem, key, curves[stem], adaptive[stem])
+    return {key: out[key] for key in METRIC_KEYS + CURVE_KEYS}

@@ -1,0 +1,116 @@
+"""Result tables (JSON, Markdown, CSV) and PR / F-measure curve plots.
+
+Used by ``sodkit eval`` (a row per method) and by the trainer's evaluator (a row per dataset).
+The column order puts the numbers papers report first (MAE, S, wF, F, E), then the rest in the
+order they come.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STANDARD_ORDER = ("MAE", "Smeasure", "wFmeasure", "maxFm", "meanFm", "adpFm",
+                  "maxEm", "meanEm", "adpEm")
+
+
+def metric_columns(results: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Columns of a table: the standard metrics present, in paper order, then the others."""
+    seen: list[str] = []
+    for values in results.values():
+        seen += [key for key in values if key not in seen]
+    return [k for k in STANDARD_ORDER if k in seen] + [k for k in seen if k not in STANDARD_ORDER]
+
+
+def _cell(value: float | None) -> str:
+    if value is None:
+        return ""
+    return "nan" if math.isnan(value) else f"{value:.4f}"
+
+
+def markdown_table(
+    results: Mapping[str, Mapping[str, float]],
+    row_label: str = "dataset",
+    columns: Sequence[str] | None = None,
+) -> str:
+    """A Markdown table, a row per key of ``results``, values with 4 decimals.
+
+    Args:
+        results: row -> metric -> value.
+        row_label: header of the first column.
+        columns: metrics to show (default: all, see :func:`metric_columns`).
+    """
+    columns = metric_columns(results) if columns is None else list(columns)
+    lines = ["| " + " | ".join([row_label, *columns]) + " |",
+             "|" + "|".join(["---"] + ["---:"] * len(columns)) + "|"]
+    for row, values in results.items():
+        lines.append("| " + " | ".join([row, *(_cell(values.get(c)) for c in columns)]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(
+    results: Mapping[str, Mapping[str, float]], out_dir: str | Path, row_label: str = "dataset"
+) -> None:
+    """Write ``results.json`` (``{row: {metric: value}}``), ``results.md`` and ``results.csv``.
+
+    Args:
+        results: row (dataset or method) -> metric -> value; values are converted to float.
+        out_dir: folder, created if needed.
+        row_label: header of the first column of the tables.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plain = {str(row): {str(k): float(v) for k, v in values.items()} for row, values in
+             results.items()}
+    (out / "results.json").write_text(json.dumps(plain, indent=2) + "\n")
+    (out / "results.md").write_text(markdown_table(plain, row_label))
+    columns = metric_columns(plain)
+    with open(out / "results.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([row_label, *columns])
+        for row, values in plain.items():
+            writer.writerow([row, *(repr(values[c]) if c in values else "" for c in columns)])
+
+
+def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> None:
+    """Write ``pr.png`` (precision vs recall) and ``fm.png`` (F-measure vs threshold).
+
+    Args:
+        curves: line label (method or dataset) -> a mapping with ``precision_curve``,
+            ``recall_curve`` and ``fm_curve`` (256 values, threshold 255 first, as
+            ``SODMetrics.compute()`` returns them; other keys are ignored).
+        out_dir: folder, created if needed.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    thresholds = np.arange(255, -1, -1)
+    figures = {"pr": plt.subplots(figsize=(5, 4.5)), "fm": plt.subplots(figsize=(5, 4.5))}
+    for label, values in curves.items():
+        if "fm_curve" in values:
+            figures["fm"][1].plot(thresholds, np.asarray(values["fm_curve"]), label=label)
+        if "precision_curve" in values and "recall_curve" in values:
+            figures["pr"][1].plot(np.asarray(values["recall_curve"]),
+                                  np.asarray(values["precision_curve"]), label=label)
+    axis_titles = {"pr": ("Recall", "Precision", "Precision-recall"),
+                   "fm": ("Threshold", "F-measure", "F-measure vs threshold")}
+    for name, (figure, axes) in figures.items():
+        x_label, y_label, title = axis_titles[name]
+        axes.set(xlabel=x_label, ylabel=y_label, title=title, ylim=(0, 1.02))
+        axes.set_xlim(0, 255 if name == "fm" else 1)
+        axes.grid(alpha=0.3)
+        if axes.lines:
+            axes.legend(loc="lower left" if name == "pr" else "lower center", fontsize=8)
+        figure.tight_layout()
+        figure.savefig(out / f"{name}.png", dpi=120)
+        plt.close(figure)
