@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from sodkit.cli import main
-from sodkit.data.io import read_mask
+from sodkit.imageio import read_mask
 from tests.sod_fixtures import write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -64,7 +64,7 @@ def _listed(stems: Iterable[str]) -> str:
 
 
 def _pair(job: Job, method: str, folder: Path) -> None:
-    from ..data.io import list_images
+    from ..imageio import list_images
 
     found = list_images(folder)
     missing = job.gts.keys() - found.keys()
@@ -80,7 +80,7 @@ def _pair(job: Job, method: str, folder: Path) -> None:
 
 def plan(args: argparse.Namespace) -> list[Job]:
     """Datasets and methods from the arguments, every pair checked before any is measured."""
-    from ..data.io import list_images
+    from ..imageio import list_images
 
     gts = [_split(spec, "gt") for spec in args.gt]
     named = [name is not None for name, _ in gts]
@@ -112,7 +112,7 @@ def _read_pair(job: Job, stem: str) -> tuple[Any, list[Any]]:
     """The GT and every method's prediction at the GT's size (uint8, bilinear resize)."""
     import cv2
 
-    from ..data.io import read_mask
+    from ..imageio import read_mask
 
     gt = read_mask(job.gts[stem])
     preds = []

@@ -4,7 +4,8 @@ Every member module is imported here so that the dataset presets are registered 
 import order (DESIGN.md, section 6).
 """
 
-from . import datasets, io, loaders, presets, render, synthetic, transforms
+from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask, write_mask
+from . import datasets, loaders, presets, render, synthetic, transforms
 from .datasets import (
     Issue,
     Pair,
@@ -16,7 +17,6 @@ from .datasets import (
     read_list_file,
     resolve_dataset,
 )
-from .io import IMAGE_EXTENSIONS, list_images, read_image, read_mask, write_mask
 from .loaders import (
     InferenceSampler,
     MultiScaleBatchSampler,
@@ -44,7 +44,7 @@ __all__ = [
     "TrainDataset", "TrainTransform", "build_test_loaders", "build_test_transform",
     "build_train_dataset", "build_train_loader", "build_train_transform", "cache_dir",
     "check_pairs", "collate_test", "collate_train", "datasets", "demo_root", "find_pairs",
-    "generate_demo", "get_preset", "io", "list_images", "loaders", "prepare_dataset", "presets",
+    "generate_demo", "get_preset", "list_images", "loaders", "prepare_dataset", "presets",
     "read_image", "read_list_file", "read_mask", "render", "resolve_dataset", "set_epoch",
     "shard_range", "synthetic", "transforms", "write_mask",
 ]

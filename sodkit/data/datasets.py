@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from ..config.loader import ConfigError
 from ..config.schema import DatasetCfg
 from ..errors import DataError
-from .io import IMAGE_EXTENSIONS, list_images, read_image, read_mask
+from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask
 from .presets import PRESETS, get_preset
 
 logger = logging.getLogger(__name__)

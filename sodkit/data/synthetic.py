@@ -30,7 +30,7 @@ import cv2
 import numpy as np
 
 from ..errors import DataError
-from .io import write_mask
+from ..imageio import write_mask
 from .render import render_sample
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..config import Config
-from ..data.io import write_mask
+from ..imageio import write_mask
 from ..metrics import SODMetrics, scalar_metrics
 from ..visualize import denormalize, make_grid, to_rgb
 from .runtime import Runtime, eval_mode

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from ..data.io import IMAGE_EXTENSIONS, read_image, write_mask
 from ..errors import UserError
+from ..imageio import IMAGE_EXTENSIONS, read_image, write_mask
 from .evaluator import predict_probabilities, to_uint8_at
 from .runtime import Runtime, eval_mode
 
