@@ -222,3 +222,15 @@ def test_two_process_test_equals_single_process(trained, data_root):
     for key, value in single["DUTS-TE"].items():
         assert ddp["DUTS-TE"][key] == pytest.approx(value, abs=1e-9), key
     assert len(list((out / "t_ddp" / "predictions" / "DUTS-TE").glob("*.png"))) == 6
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [("eval.metric=maxF", "did you mean 'maxFm'"), ("eval.metric_dataset=DUTS", "'DUTS-TE'")],
+)
+def test_bad_checkpoint_selection_fails_before_training(data_root, tmp_path, capsys, override,
+                                                         needle):
+    overrides = tiny_overrides(data_root, tmp_path, "bad") + [override]
+    assert main(["train", str(ROOT / "configs" / "demo.yaml"), *overrides]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "checkpoints").exists()

@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -105,6 +106,12 @@ def unknown_key_message(key: str, valid: list[str], prefix: str = "") -> str:
     return f"unknown config key {key!r}{hint} (valid keys here: {', '.join(valid)})"
 
 
+def unknown_value_message(key: str, value: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(value), [str(v) for v in valid], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{key}: {value!r} is not one of {list(valid)}{hint}"
+
+
 def _convert(tp: Any, value: Any, key: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -117,9 +124,7 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         return from_dict(tp, value, key + ".")
     if origin is Literal:
         if value not in args:
-            close = difflib.get_close_matches(str(value), [str(a) for a in args], n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{key}: {value!r} is not one of {list(args)}{hint}")
+            raise ConfigError(unknown_value_message(key, value, args))
         return value
     if origin is list:
         if not isinstance(value, list):

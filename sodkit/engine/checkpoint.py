@@ -11,7 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..config import EvalCfg
+from ..config import ConfigError, EvalCfg
+from ..config.loader import unknown_value_message
 from ..errors import UserError
 from .runtime import Runtime, load_checkpoint, save_atomic
 
@@ -66,12 +67,20 @@ class CheckpointManager:
         return load_checkpoint(path)
 
     @staticmethod
+    def check_selection(cfg: EvalCfg, datasets: list[str]) -> None:
+        """Fail before training, not at the first evaluation, on a bad metric or dataset name."""
+        from ..metrics import METRIC_KEYS
+
+        if cfg.metric not in METRIC_KEYS:
+            raise ConfigError(unknown_value_message("eval.metric", cfg.metric, METRIC_KEYS))
+        if cfg.metric_dataset is not None and datasets and cfg.metric_dataset not in datasets:
+            raise ConfigError(unknown_value_message("eval.metric_dataset", cfg.metric_dataset,
+                                                    datasets))
+
+    @staticmethod
     def score(scalars: dict[str, dict[str, float]], cfg: EvalCfg) -> float:
         """The value that ranks checkpoints: one dataset's metric, or its mean over test sets."""
-        if cfg.metric_dataset is not None:
-            if cfg.metric_dataset not in scalars:
-                raise UserError(f"eval.metric_dataset: {cfg.metric_dataset!r} is not a test set "
-                                f"(test sets: {', '.join(scalars)})")
+        if cfg.metric_dataset is not None:  # checked by check_selection
             return scalars[cfg.metric_dataset][cfg.metric]
         values = [values[cfg.metric] for values in scalars.values()]
         return sum(values) / len(values)

@@ -54,6 +54,7 @@ class Trainer:
         self.step = 0  # completed optimizer steps
         self.best: dict[str, Any] | None = None  # {"metric", "value", "epoch"}
         self.checkpoints = CheckpointManager(run_dir / "checkpoints", runtime)
+        self.checkpoints.check_selection(cfg.eval, list(self.test_loaders))
         self.tb = TensorBoard(run_dir / "tb" if runtime.is_main else None)
 
     @property
