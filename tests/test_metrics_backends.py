@@ -59,3 +59,33 @@ def test_update_accepts_tensors_and_arrays_alike(batch):
     result_a, result_b = a.compute(), b.compute()
     for key in result_a:
         np.testing.assert_array_equal(result_a[key], result_b[key], err_msg=key)
+
+
+def test_opencv_histograms_equal_bincount(batch, monkeypatch):
+    """CPU histograms come from cv2.calcHist below 2^24 pixels, from np.bincount above (beyond
+    calcHist's exact float32 counts): both must count the same, including empty quadrants."""
+    from sodkit.metrics import histogram
+
+    pred, gt = batch
+    fg = gt > 128
+    split = centroids(fg)
+    found = joint_histograms(pred, fg, *split)
+    monkeypatch.setattr(histogram, "OPENCV_MAX_PIXELS", 0)
+    expected = joint_histograms(pred, fg, *split)
+    np.testing.assert_array_equal(found, expected)
+    # the GT centroid on the last row / column leaves the bottom / right quadrants empty
+    edge = np.zeros_like(fg)
+    edge[:, -1, -1] = True
+    np.testing.assert_array_equal(joint_histograms(pred, edge, *centroids(edge)),
+                                  histogram._halves_numpy(pred, edge, *centroids(edge))
+                                  .reshape(len(pred), 4, 256, 2))
+
+
+def test_centroids_match_a_plain_numpy_mean(batch):
+    _, gt = batch
+    fg = gt > 128
+    split_row, split_col = centroids(fg)
+    for image, row, col in zip(fg, split_row, split_col, strict=True):
+        if image.any():
+            ys, xs = np.nonzero(image)
+            assert (row, col) == (np.round(ys.mean()) + 1, np.round(xs.mean()) + 1)

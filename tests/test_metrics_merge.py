@@ -98,7 +98,58 @@ def test_bad_inputs_are_refused(dataset):
 def test_opencv_thread_setting_is_restored(dataset):
     import cv2
 
-    before = cv2.getNumThreads()
+    before, ipp_before = cv2.getNumThreads(), cv2.ipp.useIPP()
     metrics = SODMetrics(threads=2, chunk_pixels=1)
     metrics.update(*dataset[0])
     assert len(metrics.compute()) > 0 and cv2.getNumThreads() == before
+    assert cv2.ipp.useIPP() == ipp_before
+
+
+def test_results_do_not_depend_on_threads_or_chunks(dataset):
+    expected = single_pass(dataset)
+    for threads, chunk_pixels in [(1, 1), (2, 5000), (3, 3000), (2, 1 << 22)]:
+        metrics = SODMetrics(threads=threads, chunk_pixels=chunk_pixels)
+        for pred, gt in dataset:
+            metrics.update(pred, gt)
+        assert_identical(metrics.compute(), expected)
+
+
+def test_reset_and_load_state_while_images_are_queued(dataset):
+    expected = single_pass(dataset)
+    metrics = SODMetrics(threads=2)
+    for pred, gt in dataset[:5]:
+        metrics.update(pred, gt)
+    metrics.reset()
+    assert len(metrics) == 0
+    for pred, gt in dataset[:5]:
+        metrics.update(pred, gt)
+    state = single_pass_state(dataset)
+    metrics.load_state_dict(state)
+    assert_identical(metrics.compute(), expected)
+
+
+def single_pass_state(dataset) -> dict:
+    metrics = SODMetrics()
+    for pred, gt in dataset:
+        metrics.update(pred, gt)
+    return metrics.state_dict()
+
+
+def test_a_failing_image_fails_compute(dataset, monkeypatch):
+    """An error in a worker thread or in the calling thread surfaces in compute()."""
+    from sodkit.metrics import parallel
+
+    measure = parallel.weighted_fmeasure_of_pair
+
+    def failing(pred, gt):
+        if pred.shape == (31, 31):
+            raise RuntimeError("boom")
+        return measure(pred, gt)
+
+    monkeypatch.setattr(parallel, "weighted_fmeasure_of_pair", failing)
+    for threads in (1, 2):
+        metrics = SODMetrics(threads=threads)
+        for pred, gt in dataset:
+            metrics.update(pred, gt)
+        with pytest.raises(RuntimeError, match="boom"):
+            metrics.compute()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import warnings
 
+import cv2
 import numpy as np
 import py_sod_metrics as psm
 import pytest
 from scipy.ndimage import distance_transform_edt
 
 from sodkit.metrics.wfmeasure import (
+    _first_hit,
     _squared_distances,
     gaussian_kernel,
     gaussian_kernel_1d,
@@ -18,6 +20,7 @@ from sodkit.metrics.wfmeasure import (
     weighted_fmeasure,
     weighted_fmeasure_uint8,
 )
+from sodkit.metrics.workspace import opencv_single_threaded
 
 
 def random_mask(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
@@ -43,19 +46,43 @@ def test_nearest_gt_pixel_breaks_ties_like_scipy():
     assert checked > 3000
 
 
+@pytest.mark.parametrize("ipp", [False, True])
 @pytest.mark.parametrize("shape,points", [((40, 60), 5), ((1, 1500), 1), ((700, 9), 1),
-                                          ((890, 2), 1), ((2100, 2), 1)])
-def test_squared_distances_are_exact(shape, points):
-    """OpenCV's route (k < 2^19) and SciPy's, including narrow images where OpenCV alone would
-    miss by one from k = 886^2 + 1 on."""
+                                          ((890, 2), 1), ((2100, 2), 1), ((512, 512), 0)])
+def test_squared_distances_are_exact(shape, points, ipp):
+    """OpenCV's route (k < 2^19) and SciPy's, including narrow images where IPP's EDT would
+    miss by one from k = 886^2 + 1 on, with IPP off (as when measuring) and on (a caller's
+    default)."""
     rng = np.random.default_rng(1)
     fg = np.zeros(shape, bool)
     fg.flat[rng.choice(fg.size, points, replace=False)] = True
     fg.flat[0] = True
-    squared, top = _squared_distances((~fg).view(np.uint8))
+    with opencv_single_threaded():
+        cv2.ipp.setUseIPP(ipp)
+        squared, top = _squared_distances((~fg).view(np.uint8))
     expected = np.rint(distance_transform_edt(~fg) ** 2).astype(np.int64)
     np.testing.assert_array_equal(squared, expected)
     assert top > expected.max()
+
+
+def test_squared_distances_are_exact_on_random_masks():
+    """OpenCV's own EDT (IPP off) against SciPy's on sparse masks: large distances, many ties."""
+    rng = np.random.default_rng(4)
+    with opencv_single_threaded():
+        for _ in range(40):
+            shape = tuple(int(v) for v in rng.integers(1, 400, 2))
+            fg = rng.random(shape) < rng.choice([1e-4, 1e-3, 1e-2, 0.2])
+            fg.flat[rng.integers(fg.size)] = True
+            squared, _ = _squared_distances((~fg).view(np.uint8))
+            expected = np.rint(distance_transform_edt(~fg) ** 2)
+            np.testing.assert_array_equal(squared, expected)
+
+
+def test_first_hit_is_argmax():
+    rng = np.random.default_rng(3)
+    hits = (rng.random((500, 8)) < 0.3).astype(np.uint8)
+    hits[np.arange(500), rng.integers(0, 8, 500)] = 1  # every row has one
+    np.testing.assert_array_equal(_first_hit(hits), hits.argmax(axis=1))
 
 
 def tie_heavy_masks(rng: np.random.Generator) -> list[np.ndarray]:
@@ -100,3 +127,37 @@ def test_separable_kernel_factors_the_reference_kernel():
     np.testing.assert_array_equal(gaussian_kernel(), reference)
     one_d = gaussian_kernel_1d()
     assert np.abs(np.outer(one_d, one_d) - reference).max() < 1e-17
+
+
+def reference_wfmeasure(pred: np.ndarray, gt: np.ndarray) -> float:
+    reference = psm.WeightedFmeasure()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference.step(pred, gt)
+    return reference.get_results()["wfm"]
+
+
+def test_predictions_zero_outside_a_box_are_measured_on_the_box():
+    """Only the box of the GT (grown by 3) and the non-zero prediction is measured: GTs at the
+    image border and at the box's edge, predictions that are 0 except in a corner, constant
+    and empty predictions."""
+    rng = np.random.default_rng(5)
+    cases = []
+    for _ in range(40):
+        h, w = (int(v) for v in rng.integers(12, 60, 2))
+        gt = np.zeros((h, w), np.uint8)
+        y, x = int(rng.integers(0, h - 3)), int(rng.integers(0, w - 3))
+        gt[y:y + int(rng.integers(1, 8)), x:x + int(rng.integers(1, 8))] = 255
+        pred = np.zeros((h, w), np.uint8)
+        py, px = int(rng.integers(0, h)), int(rng.integers(0, w))
+        pred[py:py + int(rng.integers(1, 20)), px:px + int(rng.integers(1, 20))] = rng.integers(
+            0, 256, dtype=np.uint8)
+        pred[rng.random((h, w)) < 0.05] = 0
+        cases.append((pred, gt))
+    gt = np.zeros((30, 40), np.uint8)
+    gt[0:4, 36:40] = 255  # in a corner
+    cases += [(np.zeros_like(gt), gt), (np.full_like(gt, 7), gt), (gt.copy(), gt)]
+    with opencv_single_threaded():
+        for pred, gt in cases:
+            expected = reference_wfmeasure(pred, gt)
+            assert abs(weighted_fmeasure_uint8(pred, gt > 128) - expected) <= 1e-12

@@ -8,8 +8,6 @@ batches, shards or processes concatenate; the final numbers are computed once, i
 
 from __future__ import annotations
 
-import itertools
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,7 +17,7 @@ from .histogram import centroids, joint_histograms
 from .prepare import adaptive_thresholds, is_tensor, minmax_tables, truncated_levels
 from .smeasure import smeasure
 from .wfmeasure import weighted_fmeasure_uint8
-from .workspace import scratch
+from .workspace import opencv_single_threaded, scratch
 
 if TYPE_CHECKING:
     import torch
@@ -76,71 +74,62 @@ def _truncated_histograms(hist: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out
 
 
-class _WeightedFJobs:
-    """Per-image weighted F-measures, drained by pool workers and by the calling thread.
-
-    Workers start at once; the caller computes the histogram metrics meanwhile and then helps
-    drain the rest, so ``threads`` threads stay busy without oversubscribing the cores.
-    """
-
-    def __init__(self, pred: np.ndarray, fg: np.ndarray, pool: Executor | None, workers: int,
-                 enabled: bool = True):
-        self.pred, self.fg = pred, fg
-        self.scores = np.full(len(pred), np.nan)
-        self._todo = len(pred) if enabled else 0
-        self._next = itertools.count()  # thread-safe under the GIL
-        self._futures = [pool.submit(self.drain) for _ in range(workers)] if pool else []
-
-    def drain(self) -> None:
-        while (i := next(self._next)) < self._todo:
-            self.scores[i] = weighted_fmeasure_uint8(self.pred[i], self.fg[i])
-
-    def result(self) -> np.ndarray:
-        self.drain()
-        for future in self._futures:
-            future.result()
-        return self.scores
+def _binarised(gt: np.ndarray | list[np.ndarray]) -> np.ndarray:
+    """``gt > 128`` as a (B, H, W) bool array in a reused buffer, from a (B, H, W) array or a list
+    of (H, W) arrays (read in place: stacking 40 buffered pairs cost a copy of 8 MB per chunk)."""
+    if isinstance(gt, np.ndarray):
+        return np.greater(gt, 128, out=scratch("fg", gt.shape, bool))
+    fg = scratch("fg", (len(gt), *gt[0].shape), bool)
+    for image, out in zip(gt, fg, strict=True):
+        np.greater(image, 128, out=out)
+    return fg
 
 
 def measure_batch(
     pred: np.ndarray | torch.Tensor,
     gt: np.ndarray | torch.Tensor,
-    pool: Executor | None = None,
-    workers: int = 0,
     weighted_f: bool = True,
+    scalars: np.ndarray | None = None,
 ) -> Records:
     """Records of a batch of same-size images (index left at 0; the caller assigns it).
 
     The histograms run on the data's device (numpy on CPU, see ``histogram``), followed by small
     float64 numpy work on (B, 4, 256, 2) counts. The weighted F-measure runs per image on the
-    CPU (OpenCV), in ``workers`` threads of ``pool`` and then in this thread too; OpenCV and
-    numpy release the GIL, and the results do not depend on the threads.
+    CPU (OpenCV), here in this thread; ``SODMetrics`` instead passes ``weighted_f=False`` and
+    has a :class:`~sodkit.metrics.parallel.WeightedFQueue` fill that column of ``scalars``.
 
     Args:
-        pred: (B, H, W) uint8 predictions at the GT's resolution (numpy, or CUDA tensor).
+        pred: (B, H, W) uint8 predictions at the GT's resolution (numpy, or CUDA tensor), or a
+            list of B (H, W) numpy arrays (``SODMetrics``' buffered images, read in place).
         gt: (B, H, W) uint8 GTs (binarised with ``> 128``), same kind as ``pred``.
-        pool: optional executor for the per-image weighted F-measure.
-        workers: how many of ``pool``'s threads to use.
-        weighted_f: False leaves it NaN (benchmarks time the other metrics alone with it).
+        weighted_f: False leaves its column as it is (NaN unless ``scalars`` says otherwise).
+        scalars: optional (B, 3) float64 array that becomes the records' ``scalars``.
     """
     if is_tensor(pred):
         fg = gt > 128
         pred_np, fg_np = pred.cpu().numpy(), fg.cpu().numpy()
     else:
-        fg = np.greater(gt, 128, out=scratch("fg", gt.shape, bool))
+        fg = _binarised(gt)
         pred_np, fg_np = pred, fg
-    jobs = _WeightedFJobs(pred_np, fg_np, pool, workers, enabled=weighted_f)
-    split_row, split_col = centroids(fg)
-    counts = joint_histograms(pred, fg, split_row, split_col)
+    if scalars is None:
+        scalars = np.full((len(pred), len(SCALARS)), np.nan)
+    with opencv_single_threaded():
+        split_row, split_col = centroids(fg)
+        counts = joint_histograms(pred, fg, split_row, split_col)
     hist = counts.sum(axis=1)  # (B, 256 levels, 2 GT bits)
     level_counts = hist.sum(axis=2)
     table = minmax_tables(level_counts)
     size = level_counts.sum(axis=1)
-    mae = ((hist[:, :, 0] * table).sum(axis=1) + (hist[:, :, 1] * (1 - table)).sum(axis=1)) / size
+    scalars[:, 0] = ((hist[:, :, 0] * table).sum(axis=1)
+                     + (hist[:, :, 1] * (1 - table)).sum(axis=1)) / size
     thresholds = adaptive_thresholds(table, level_counts, pred_np)
     above = table >= thresholds[:, None]
     adaptive = np.stack([(hist[:, :, 1] * above).sum(axis=1),
                          (hist[:, :, 0] * above).sum(axis=1)], axis=1)
-    sm = smeasure(counts, table, (split_row, split_col), pred_np, fg_np)
+    scalars[:, 1] = smeasure(counts, table, (split_row, split_col), pred_np, fg_np)
+    if weighted_f:
+        with opencv_single_threaded():
+            for i, (image, mask) in enumerate(zip(pred_np, fg_np, strict=True)):
+                scalars[i, 2] = weighted_fmeasure_uint8(image, mask)
     return Records(np.zeros(len(pred), np.int64), _truncated_histograms(hist, table),
-                   adaptive.astype(np.int64), np.stack([mae, sm, jobs.result()], axis=1))
+                   adaptive.astype(np.int64), scalars)
