@@ -63,7 +63,7 @@ def main() -> None:
         dataset = resolve_dataset(entry, cfg.data_root)
         gts = [read_mask(p.mask) for p in find_pairs(dataset)]
         const, const_scores = best_constant(gts)
-        sigmas = [0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4]
+        sigmas = [0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4]
         priors = {s: score(gts, lambda shape, s=s: gaussian(shape, s)) for s in sigmas}
         sigma = min(priors, key=lambda s: priors[s]["MAE"])
         model = ours[dataset.name]
