@@ -151,7 +151,8 @@ class Trainer:
         losses = dict(zip(keys, means, strict=True))
         lrs = {g.get("name", str(i)): g["lr"] for i, g in enumerate(self.optimizer.param_groups)}
         rate = meter.images_per_second()
-        eta = format_seconds(meter.eta(self.step)) if math.isfinite(meter.eta(self.step)) else "?"
+        remaining = meter.eta(self.step)
+        eta = format_seconds(remaining) if math.isfinite(remaining) else "?"
         lr_main = max(lrs.values())
         self.tb.scalars({f"loss/{k}": v for k, v in losses.items()}, self.step)
         self.tb.scalars({f"lr/{k}": v for k, v in lrs.items()}, self.step)

@@ -65,7 +65,6 @@ class SODMetrics:
         self._parts: list[Records] = []
         self._pending: dict[tuple[Any, ...], list[tuple[Batch, Batch, list[int]]]] = {}
         self._pending_count = 0
-        self._buffered: dict[tuple[Any, ...], int] = {}  # images in each _pending list
         self._next_index = 0
         self._queue: WeightedFQueue | None = None  # while images are being measured
 
@@ -98,7 +97,7 @@ class SODMetrics:
         key = (tuple(pred_b.shape[1:]), device)
         self._pending.setdefault(key, []).append((pred_b, gt_b, indices))
         self._pending_count += len(pred_b)
-        buffered = self._buffered[key] = self._buffered.get(key, 0) + len(pred_b)
+        buffered = sum(len(entry[2]) for entry in self._pending[key])
         if buffered * pred_b.shape[1] * pred_b.shape[2] >= self.chunk_pixels:
             self._measure(key)
 
@@ -108,7 +107,6 @@ class SODMetrics:
         and helps with the weighted F-measures until none is left to start (``parallel``); the
         workers fill in the records' weighted F column meanwhile."""
         entries = self._pending.pop(key)
-        del self._buffered[key]
         scalars = np.full((sum(len(e[2]) for e in entries), len(SCALARS)), np.nan)
         if self._queue is None:
             self._queue = WeightedFQueue(self.threads - 1)  # this thread works too
@@ -180,9 +178,6 @@ class SODMetrics:
             raise ValueError(f"unsupported SODMetrics state version {state.get('version')!r}")
         records = Records(*(np.asarray(state[name]) for name in
                             ("index", "hist", "adaptive", "scalars")))
-        self._stop_workers()
+        self.reset()
         self._parts = [records]
-        self._pending = {}
-        self._pending_count = 0
-        self._buffered = {}
         self._next_index = int(state["next_index"])
