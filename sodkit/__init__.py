@@ -1,3 +1,3 @@
 """sodkit: train, evaluate and run salient object detection models."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

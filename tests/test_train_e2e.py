@@ -19,34 +19,11 @@ import yaml
 
 from sodkit.cli import main
 from sodkit.imageio import read_mask
-from tests.sod_fixtures import write_duts_layout
+from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ["MAE", "Smeasure", "wFmeasure", "maxFm", "meanFm", "adpFm", "maxEm", "meanEm", "adpEm"]
 
-
-def tiny_overrides(data_root: Path, out: Path, name: str, epochs: int = 2) -> list[str]:
-    return [
-        f"data_root={data_root}", f"output_root={out}", f"name={name}",
-        "data.train=[{preset: duts-tr}]", "data.test=[{preset: duts-te}]",
-        "data.size=64", "data.batch_size=4", "data.test_batch_size=4", "data.num_workers=0",
-        "model.backbone=resnet18", "model.decoder_channels=16", f"train.epochs={epochs}",
-        "train.log_every=2", "train.image_every=2", "eval.every=1", "eval.num_samples=3",
-    ]
-
-
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory) -> Path:
-    return write_duts_layout(tmp_path_factory.mktemp("sod"))
-
-
-@pytest.fixture(scope="module")
-def trained(data_root, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("runs")
-    overrides = tiny_overrides(data_root, out, "t")
-    code = main(["train", str(ROOT / "configs" / "demo.yaml"), *overrides])
-    assert code == 0
-    return out / "t"
 
 
 def test_run_folder_is_complete(trained, data_root):
@@ -78,7 +55,7 @@ def test_results_hold_every_metric(trained):
 
 
 def test_checkpoint_holds_the_training_state(trained):
-    state = torch.load(trained / "checkpoints" / "last.pt", weights_only=False)
+    state = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)
     for key in ["model", "optimizer", "scheduler", "scaler", "epoch", "step", "config", "rng"]:
         assert key in state
     assert state["epoch"] == 2
@@ -107,7 +84,7 @@ def test_sodkit_test_reproduces_results_exactly(trained, data_root):
     code = main(["test", str(ROOT / "configs" / "demo.yaml"), *overrides,
                  "--checkpoint", str(trained / "checkpoints" / "last.pt")])
     assert code == 0
-    again = json.loads((out / "t_test" / "results.json").read_text())
+    again = json.loads((out / "t_test" / "eval" / "last" / "results.json").read_text())
     assert again == json.loads((trained / "results.json").read_text())
 
 
@@ -140,12 +117,12 @@ def test_resume_continues_from_the_saved_step_and_matches(data_root, tmp_path):
     straight = tiny_overrides(data_root, tmp_path, "straight") + common
     assert main(["train", cfg, *straight]) == 0
     snapshot = tmp_path / "straight" / "checkpoints" / "epoch_0001.pt"
-    one = torch.load(snapshot, weights_only=False)
+    one = torch.load(snapshot, weights_only=True)
     assert (one["epoch"], one["step"]) == (1, 4)
     resumed = tiny_overrides(data_root, tmp_path, "resumed") + common
     assert main(["train", cfg, *resumed, "--resume", str(snapshot)]) == 0
-    a = torch.load(tmp_path / "straight/checkpoints/last.pt", weights_only=False)
-    b = torch.load(tmp_path / "resumed/checkpoints/last.pt", weights_only=False)
+    a = torch.load(tmp_path / "straight/checkpoints/last.pt", weights_only=True)
+    b = torch.load(tmp_path / "resumed/checkpoints/last.pt", weights_only=True)
     assert (b["epoch"], b["step"]) == (2, 8)
     for key, value in a["model"].items():
         assert torch.equal(value, b["model"][key]), key
@@ -216,12 +193,13 @@ def test_two_process_test_equals_single_process(trained, data_root):
         capture_output=True, text=True, cwd=ROOT, timeout=600, env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ddp = json.loads((out / "t_ddp" / "results.json").read_text())
+    ddp = json.loads((out / "t_ddp" / "eval" / "last" / "results.json").read_text())
     single = json.loads((trained / "results.json").read_text())
     assert ddp.keys() == single.keys()
     for key, value in single["DUTS-TE"].items():
         assert ddp["DUTS-TE"][key] == pytest.approx(value, abs=1e-9), key
-    assert len(list((out / "t_ddp" / "predictions" / "DUTS-TE").glob("*.png"))) == 6
+    predictions = out / "t_ddp" / "eval" / "last" / "predictions" / "DUTS-TE"
+    assert len(list(predictions.glob("*.png"))) == 6
 
 
 @pytest.mark.parametrize(

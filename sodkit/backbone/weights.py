@@ -14,10 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from ..errors import UserError
+from ..torchfile import read_weights_only
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +30,15 @@ def read_state_dict(path: str | Path) -> dict[str, Tensor]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise UserError(f"model.pretrained: weights file not found: {path}")
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
 
+        try:
             obj: Any = load_file(str(path), device="cpu")
-        else:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # any reader failure is a bad file the user pointed at
-        raise UserError(f"model.pretrained: cannot read weights file {path}: {exc}") from exc
+        except Exception as exc:  # any reader failure is a bad file the user pointed at
+            raise UserError(f"model.pretrained: cannot read weights file {path}: {exc}") from exc
+    else:  # never unpickles code: tensors and plain types only
+        obj = read_weights_only(path, "model.pretrained: weights file")
     for key in _NESTED_KEYS:
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             obj = obj[key]

@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a method's prediction folder (NAME defaults to the folder's name); repeatable")
     parser.add_argument("--out", required=True, help="folder for results.{json,md,csv}, pr.png, "
                                                      "fm.png (a sub-folder per named dataset)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into an --out folder that holds files sodkit did not write "
+                             "(only files of the names it writes are replaced)")
     parser.add_argument("--workers", type=int, default=2,
                         help="threads decoding images (default 2)")
 
@@ -49,12 +52,20 @@ class Job:
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
+    from ..paths import check_name
+
     name, sep, path = spec.partition("=")
     if not sep:
         return None, Path(spec)
     if not name or not path:
         raise UserError(f"--{what} {spec!r}: expected NAME=DIR or DIR")
-    return name, Path(path)
+    return check_name(name, f"--{what} {spec!r}: NAME", "ours"), Path(path)
+
+
+def _default_name(folder: Path, what: str) -> str:
+    from ..paths import check_name
+
+    return check_name(folder.resolve().name, f"--{what} {folder} (the folder's name)", "ours")
 
 
 def _listed(stems: Iterable[str]) -> str:
@@ -81,6 +92,7 @@ def _pair(job: Job, method: str, folder: Path) -> None:
 def plan(args: argparse.Namespace) -> list[Job]:
     """Datasets and methods from the arguments, every pair checked before any is measured."""
     from ..imageio import list_images
+    from ..paths import check_not_input, inside
 
     gts = [_split(spec, "gt") for spec in args.gt]
     named = [name is not None for name, _ in gts]
@@ -91,17 +103,18 @@ def plan(args: argparse.Namespace) -> list[Job]:
     methods: dict[str, Path] = {}
     for spec in args.pred:
         name, folder = _split(spec, "pred")
-        name = name or folder.resolve().name
+        name = name or _default_name(folder, "pred")
         if name in methods:
             raise UserError(f"two predictions named {name!r}; name them with --pred NAME=DIR")
         methods[name] = folder
     out = Path(args.out)
+    check_not_input(out, [folder for _, folder in gts] + list(methods.values()))
     jobs = []
     for name, folder in gts:
         files = list_images(folder)
         if not files:
             raise DataError(f"no images in GT folder {folder}")
-        job = Job(name or folder.resolve().name, out / name if name else out, files)
+        job = Job(name or _default_name(folder, "gt"), inside(out, name) if name else out, files)
         for method, pred_root in methods.items():
             _pair(job, method, pred_root / name if name else pred_root)
         jobs.append(job)
@@ -155,9 +168,11 @@ def measure(job: Job, workers: int) -> dict[str, dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     from ..metrics import STANDARD_KEYS, scalar_metrics
+    from ..paths import claim_folder
     from ..report import markdown_table, plot_curves, write_results
 
     jobs = plan(args)
+    claim_folder(Path(args.out), "eval", force=args.force)
     combined: dict[str, dict[str, float]] = {}
     for job in jobs:
         logger.info("%s: %d images, methods: %s", job.name, len(job.gts), ", ".join(job.preds))

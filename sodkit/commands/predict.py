@@ -1,4 +1,8 @@
-"""``sodkit predict``: saliency masks for image files and folders with a trained checkpoint."""
+"""``sodkit predict``: saliency masks for image files and folders with a trained checkpoint.
+
+Inputs are never outputs: ``--out`` may not be, or hold, an input, and no existing file is
+replaced unless ``--force`` (which still replaces only the ``<stem>.png`` files it writes).
+"""
 
 from __future__ import annotations
 
@@ -14,21 +18,49 @@ HELP = "predict saliency masks for images (files or folders), each at its own re
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files and/or folders")
     parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
-    parser.add_argument("--out", required=True, help="folder for the <stem>.png masks")
+    parser.add_argument("--out", required=True,
+                        help="folder for the <stem>.png masks (new, empty, or sodkit's own)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a folder that already holds files, replacing masks of "
+                             "the same names (nothing else is touched)")
     parser.add_argument("--size", type=int, help="network input side (default: the training size)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="image decoding processes")
 
 
+def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> None:
+    """Before any work: ``--out`` is a folder apart from the inputs, and replaces nothing."""
+    from ..errors import UserError
+    from ..paths import MARKER, check_not_input, is_owned
+
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; give a folder for the masks")
+    check_not_input(out, [Path(p) for p in inputs] + paths)
+    if force or not out.is_dir():
+        return
+    existing = sorted(p.name for p in (out / f"{path.stem}.png" for path in paths) if p.exists())
+    if existing:
+        raise UserError(f"--out {out} already holds {len(existing)} of the masks to write "
+                        f"(e.g. {', '.join(existing[:3])}); choose another folder, or pass "
+                        f"--force to replace them")
+    if not is_owned(out) and any(p.name != MARKER for p in out.iterdir()):
+        raise UserError(f"--out {out} holds files that sodkit did not write; choose a new or "
+                        f"empty folder, or pass --force (only <stem>.png masks are written)")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..config import Config, RuntimeCfg, from_dict
     from ..data import build_test_transform
     from ..engine.predictor import collect_inputs, predict_files
-    from ..engine.runtime import Runtime, load_checkpoint
+    from ..engine.runtime import Runtime
     from ..network import build_network
+    from ..paths import claim_folder
+    from ..torchfile import load_checkpoint
 
     paths = collect_inputs(args.inputs)
+    out = Path(args.out)
+    check_out(out, args.inputs, paths, args.force)
     state = load_checkpoint(args.checkpoint)
     cfg = from_dict(Config, state["config"], prefix="")
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
@@ -36,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     load_weights(model, state, Path(args.checkpoint))
     model = model.to(runtime.device)
     transform = build_test_transform(cfg.data, size=args.size)
-    predict_files(model, paths, transform, runtime, Path(args.out),
+    claim_folder(out, "predict", force=args.force)
+    predict_files(model, paths, transform, runtime, out,
                   batch_size=args.batch_size, num_workers=min(args.workers, len(paths)))
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
+from pathlib import Path
 
 from ._common import add_config_arguments, load_cli_config, run_dir_of
 
@@ -22,29 +22,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--overwrite", action="store_true",
-        help="delete an existing run folder of the same name first",
+        help="delete the existing run folder of the same name first (only a folder sodkit "
+             "created under output_root is ever deleted)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
     run_dir = run_dir_of(cfg)
-    _check_run_folder(run_dir, args)
+    _check_run_folder(run_dir, Path(cfg.output_root), args)
 
+    from ..engine.checkpoint import CheckpointManager
     from ..engine.logging import setup_logging
     from ..engine.runtime import Runtime
     from ..engine.trainer import Trainer
+    from ..paths import claim_folder, remove_run_folder
+    from ..torchfile import load_checkpoint
 
     runtime = Runtime(cfg.runtime)
     try:
-        if runtime.is_main and args.overwrite and run_dir.exists():
-            shutil.rmtree(run_dir)
+        # read (and vet) the checkpoint before anything is deleted, built or written
+        resume = CheckpointManager(run_dir / "checkpoints", runtime).resolve_resume(args.resume)
+        state = load_checkpoint(resume) if resume is not None else None
+        if runtime.is_main:
+            if args.overwrite:
+                remove_run_folder(run_dir, Path(cfg.output_root))
+            claim_folder(run_dir, "train")
         runtime.barrier()
         setup_logging(run_dir / "train.log", runtime.is_main)
         trainer = Trainer(cfg, runtime, run_dir)
-        resume = trainer.checkpoints.resolve_resume(args.resume)
-        if resume is not None:
-            trainer.load_state_dict(trainer.checkpoints.load(resume))
+        if state is not None:
+            trainer.load_state_dict(state)
             logger.info("resumed from %s at epoch %d, step %d", resume, trainer.epoch, trainer.step)
         trainer.fit()
     finally:
@@ -52,13 +60,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_run_folder(run_dir, args: argparse.Namespace) -> None:
-    """Refuse to train over another run's checkpoints unless the user says resume or overwrite."""
+def _check_run_folder(run_dir: Path, output_root: Path, args: argparse.Namespace) -> None:
+    """Before any work: never train over another run, and never into a folder not sodkit's."""
     from ..errors import UserError
+    from ..paths import MARKER, check_removable, is_owned
 
     if args.resume and args.overwrite:
         raise UserError("--resume and --overwrite exclude each other")
-    if (run_dir / "checkpoints").is_dir() and not (args.resume or args.overwrite):
+    if args.overwrite:
+        check_removable(run_dir, output_root)
+        return
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"run folder {run_dir} is a file; choose another name=...")
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not is_owned(run_dir):
+        raise UserError(
+            f"run folder {run_dir} holds files but was not created by sodkit (no {MARKER} "
+            f"marker); choose another name=... (a run folder of sodkit before 0.2: mark it as "
+            f"sodkit's with `touch {run_dir / MARKER}`)"
+        )
+    if (run_dir / "checkpoints").is_dir() and not args.resume:
         raise UserError(
             f"run folder {run_dir} already holds checkpoints; pass --resume auto to continue it, "
             f"--overwrite to replace it, or name=... to start another run"

@@ -17,6 +17,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from ..errors import UserError
+from ..paths import check_name
 from .schema import Config
 
 
@@ -193,8 +194,11 @@ def _check_values(cfg: Config) -> None:
         raise ConfigError("data.mean and data.std: three values each, std > 0")
     if len(cfg.optim.betas) != 2:
         raise ConfigError(f"optim.betas: two values, got {cfg.optim.betas}")
-    if not cfg.name or "/" in cfg.name:
-        raise ConfigError(f"name: a non-empty folder name without '/', got {cfg.name!r}")
+    check_name(cfg.name, "name", "my_run", ConfigError)
+    for split in ("train", "test"):
+        for i, dataset in enumerate(getattr(cfg.data, split)):
+            if dataset.name:  # a derived name (preset, root folder) is checked when resolved
+                check_name(dataset.name, f"data.{split}.{i}.name", "ECSSD", ConfigError)
 
 
 def to_dict(cfg: Any) -> Any:

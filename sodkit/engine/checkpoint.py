@@ -1,7 +1,7 @@
 """Run-folder checkpoints: ``last.pt`` every few epochs, ``best.pt`` by the chosen metric.
 
-Only rank 0 writes, and every write is atomic (see :func:`~sodkit.engine.runtime.save_atomic`),
-so a crash or a preemption in the middle of a save leaves the previous file intact.
+Only rank 0 writes, and every write is atomic (see :func:`~sodkit.torchfile.save_atomic`), so a
+crash or a preemption in the middle of a save leaves the previous file intact.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 from ..config import ConfigError, EvalCfg
 from ..config.loader import unknown_value_message
 from ..errors import UserError
-from .runtime import Runtime, load_checkpoint, save_atomic
+from ..torchfile import load_checkpoint, save_atomic
+from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader
 from ..config import Config
 from ..imageio import write_mask
 from ..metrics import SODMetrics, scalar_metrics
+from ..paths import inside
 from ..visualize import denormalize, make_grid, to_rgb
 from .runtime import Runtime, eval_mode
 
@@ -93,7 +94,7 @@ def _run_dataset(
         for i, gt in enumerate(batch["gt"]):
             pred = to_uint8_at(probs[i : i + 1], gt.shape)
             if pred_root is not None:
-                write_mask(pred_root / name / f"{batch['name'][i]}.png", pred)
+                write_mask(inside(pred_root, name, f"{batch['name'][i]}.png"), pred)
             metrics.update(pred, gt, index=int(batch["index"][i]))
             if len(samples) < want_samples:
                 tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)

@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, read_image, write_mask
+from ..paths import inside
 from .evaluator import predict_probabilities, to_uint8_at
 from .runtime import Runtime, eval_mode
 
@@ -79,7 +80,7 @@ def predict_files(
         for batch in loader:
             probs = predict_probabilities(model, batch["image"].to(runtime.device), runtime)
             for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
-                target = out_dir / f"{paths[index].stem}.png"
+                target = inside(out_dir, f"{paths[index].stem}.png")
                 write_mask(target, to_uint8_at(probs[i : i + 1], tuple(size)))
                 written.append(target)
     logger.info("wrote %d masks to %s", len(written), out_dir)

@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..config import ConfigError, RuntimeCfg
+from ..torchfile import load_checkpoint, numpy_state, plain_numpy_state, save_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -171,9 +172,10 @@ class Runtime:
 
     # ------------------------------------------------------------------ RNG and files
     def rng_state(self) -> dict[str, Any]:
+        """Every RNG's state as tensors and plain types, so weights-only loading reads it."""
         state = {
             "python": random.getstate(),
-            "numpy": np.random.get_state(),
+            "numpy": plain_numpy_state(np.random.get_state()),
             "torch": torch.get_rng_state(),
         }
         if torch.cuda.is_available():
@@ -181,8 +183,9 @@ class Runtime:
         return state
 
     def set_rng_state(self, state: dict[str, Any]) -> None:
-        random.setstate(state["python"])
-        np.random.set_state(state["numpy"])
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+        np.random.set_state(numpy_state(state["numpy"]))
         torch.set_rng_state(state["torch"])
         if "cuda" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])
@@ -194,36 +197,6 @@ class Runtime:
 
     def load(self, path: str | Path) -> dict[str, Any]:
         return load_checkpoint(path)
-
-
-def save_atomic(obj: Any, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load on CPU; our checkpoints hold numpy RNG states and config dicts, so not weights-only."""
-    from ..errors import UserError
-
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"checkpoint not found: {path}")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # a truncated or foreign file: say which
-        raise UserError(f"cannot read checkpoint {path}: {exc}") from exc
-    if not isinstance(state, dict) or "model" not in state:
-        raise UserError(f"{path} is not a sodkit checkpoint (no 'model' entry)")
-    return state
 
 
 @contextlib.contextmanager

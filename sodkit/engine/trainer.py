@@ -20,6 +20,7 @@ from ..errors import DataError
 from ..loss import build_criterion
 from ..network import build_network
 from ..optim import build_optimizer, build_scheduler
+from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
 from .checkpoint import CheckpointManager
 from .evaluator import EvalResult, evaluate, write_eval_outputs
@@ -65,6 +66,7 @@ class Trainer:
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         return {
+            "format": CHECKPOINT_FORMAT,
             "model": self.runtime.unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
