@@ -1,8 +1,32 @@
 """Errors caused by what the user wrote or pointed at; the CLI prints them and exits with 2."""
 
+from __future__ import annotations
+
+import re
+
+# torch's DataLoader re-raises a worker's exception as the same class with the worker's whole
+# traceback as its message; the last line "module.Class: message" holds what the user needs.
+_WORKER_TRACEBACK = re.compile(r"^Caught \w+ in DataLoader worker process \d+\.")
+_LAST_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception): (.*)$")
+
+
+def _one_line(message: str) -> str:
+    if not _WORKER_TRACEBACK.match(message):
+        return message
+    lines = [line for line in message.splitlines() if _LAST_ERROR_LINE.match(line)]
+    return _LAST_ERROR_LINE.match(lines[-1]).group(1) if lines else message
+
 
 class UserError(Exception):
-    """A mistake the user can fix (bad config, missing folder, unreadable file): no traceback."""
+    """A mistake the user can fix (bad config, missing folder, unreadable file): no traceback.
+
+    Raised in a DataLoader worker, it reaches the main process with the worker's traceback as
+    its message; the constructor keeps only the original message, so the user sees one line
+    whether or not workers are used.
+    """
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(_one_line(str(message)))
 
 
 class DataError(UserError):

@@ -165,6 +165,13 @@ def _convert_scalar(tp: Any, value: Any, key: str) -> Any:
     raise ConfigError(f"{key}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
 
 
+_HINTS = {
+    "train.grad_clip": " (a negative norm would flip the gradients; null disables clipping)",
+    "train.steps_per_epoch": " (null runs whole epochs)",
+    "optim.lr": " (a zero learning rate trains nothing)",
+}
+
+
 def _check_values(cfg: Config) -> None:
     """Value rules that types cannot express; registry names are checked later by their users."""
     positive = {
@@ -176,11 +183,16 @@ def _check_values(cfg: Config) -> None:
         "train.log_every": cfg.train.log_every,
         "train.checkpoint_every": cfg.train.checkpoint_every,
         "optim.base_batch_size": cfg.optim.base_batch_size,
+        "optim.lr": cfg.optim.lr,
+        "train.steps_per_epoch": 1 if cfg.train.steps_per_epoch is None
+        else cfg.train.steps_per_epoch,
+        "train.grad_clip": cfg.train.grad_clip if cfg.train.grad_clip is not None else 1,
     }
     for key, value in positive.items():
         if value <= 0:
-            raise ConfigError(f"{key}: must be > 0, got {value}")
-    for key, value in {"optim.lr": cfg.optim.lr, "data.num_workers": cfg.data.num_workers,
+            raise ConfigError(f"{key}: must be > 0, got {value}{_HINTS.get(key, '')}")
+    for key, value in {"data.max_bad_samples": cfg.data.max_bad_samples,
+                       "data.num_workers": cfg.data.num_workers,
                        "train.image_every": cfg.train.image_every, "eval.every": cfg.eval.every,
                        "train.keep_every": cfg.train.keep_every,
                        "optim.weight_decay": cfg.optim.weight_decay}.items():

@@ -39,6 +39,7 @@ class DataCfg:
     hflip: float = 0.5  # probability of a horizontal flip
     rotation: float = 10.0  # max degrees of the random rotation (0 disables)
     color_jitter: float = 0.1  # brightness/contrast/saturation strength (0 disables)
+    max_bad_samples: int = 20  # unreadable training pairs skipped with a warning; more stop the run
     mean: list[float] = field(default_factory=lambda: list(IMAGENET_MEAN))
     std: list[float] = field(default_factory=lambda: list(IMAGENET_STD))
 

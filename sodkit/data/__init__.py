@@ -5,13 +5,12 @@ import order (DESIGN.md, section 6).
 """
 
 from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask, write_mask
-from . import datasets, loaders, presets, render, synthetic, transforms
+from . import checks, datasets, loaders, presets, render, synthetic, transforms
+from .checks import Issue, check_pair, check_pairs
 from .datasets import (
-    Issue,
     Pair,
     TestDataset,
     TrainDataset,
-    check_pairs,
     find_pairs,
     prepare_dataset,
     read_list_file,
@@ -43,7 +42,8 @@ __all__ = [
     "MultiScaleBatchSampler", "Pair", "Preset", "SoftMask", "TestDataset", "TestTransform",
     "TrainDataset", "TrainTransform", "build_test_loaders", "build_test_transform",
     "build_train_dataset", "build_train_loader", "build_train_transform", "cache_dir",
-    "check_pairs", "collate_test", "collate_train", "datasets", "demo_root", "find_pairs",
+    "check_pair", "check_pairs", "checks", "collate_test", "collate_train", "datasets",
+    "demo_root", "find_pairs",
     "generate_demo", "get_preset", "list_images", "loaders", "prepare_dataset", "presets",
     "read_image", "read_list_file", "read_mask", "render", "resolve_dataset", "set_epoch",
     "shard_range", "synthetic", "transforms", "write_mask",

@@ -112,9 +112,9 @@ def find_pairs(cfg: DatasetCfg) -> list[Pair]:
                         "(set the dataset's root, or data_root for relative roots)")
     images = _listed(root / cfg.image_dir, label, "image_dir")
     masks = _listed(root / cfg.mask_dir, label, "mask_dir")
-    _warn_unmatched(label, "images without a mask", sorted(images.keys() - masks.keys()),
+    _warn_unmatched(label, "image(s) without a mask", sorted(images.keys() - masks.keys()),
                     root / cfg.mask_dir)
-    _warn_unmatched(label, "masks without an image", sorted(masks.keys() - images.keys()),
+    _warn_unmatched(label, "mask(s) without an image", sorted(masks.keys() - images.keys()),
                     root / cfg.image_dir)
     stems = sorted(images.keys() & masks.keys())
     if cfg.list_file:
@@ -163,36 +163,6 @@ def _restrict(stems: list[str], list_file: Path, label: str) -> list[str]:
     return sorted(wanted)
 
 
-class Issue(NamedTuple):
-    """A problem ``check_pairs`` found: the file (or pair) and what is wrong."""
-
-    stem: str
-    path: Path
-    problem: str
-
-
-def check_pairs(pairs: list[Pair], progress: Callable[[int], None] | None = None) -> list[Issue]:
-    """Read every pair; list unreadable files and image/mask size mismatches (for check-data).
-
-    ``progress`` (if given) is called with the number of pairs done after each pair.
-    """
-    issues: list[Issue] = []
-    for done, pair in enumerate(pairs, 1):
-        shapes = []
-        for path, reader in ((pair.image, read_image), (pair.mask, read_mask)):
-            try:
-                shapes.append(reader(path).shape[:2])
-            except DataError as exc:
-                issues.append(Issue(pair.stem, path, str(exc)))
-        if len(shapes) == 2 and shapes[0] != shapes[1]:
-            issues.append(Issue(pair.stem, pair.image, f"image is {shapes[0][0]}x{shapes[0][1]} "
-                                f"(HxW) but its mask {pair.mask.name} is "
-                                f"{shapes[1][0]}x{shapes[1][1]}"))
-        if progress is not None:
-            progress(done)
-    return issues
-
-
 def _read_pair(pair: Pair) -> tuple[np.ndarray, np.ndarray]:
     image, mask = read_image(pair.image), read_mask(pair.mask)
     if image.shape[:2] != mask.shape:
@@ -207,25 +177,46 @@ class TrainDataset(Dataset):
     The sample's augmentation draws from torch's generator seeded with ``seed`` (the global state
     is restored afterwards), so it is reproducible whatever the worker count or resume point. A
     plain ``int`` key means ``(index, default_size, index)``.
+
+    A pair that fails to decode (a file damaged after the start-of-run check) is replaced by the
+    next good pair, with a warning naming the file: the same replacement whatever the worker,
+    since a bad file always fails. More than ``max_bad`` such pairs stop the run.
     """
 
     def __init__(self, pairs: list[Pair], transform: Callable, default_size: int,
-                 name: str = "train") -> None:
+                 name: str = "train", max_bad: int = 0) -> None:
         self.pairs = pairs
         self.transform = transform
         self.default_size = default_size
         self.name = name
+        self.max_bad = max_bad
+        self._bad: set[int] = set()  # pairs this process found broken
 
     def __len__(self) -> int:
         return len(self.pairs)
 
     def __getitem__(self, key: int | tuple[int, int, int]) -> dict[str, torch.Tensor | int]:
         index, size, seed = (key, self.default_size, key) if isinstance(key, int) else key
-        image, mask = _read_pair(self.pairs[index])
+        index, (image, mask) = self._read_good(index)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             image_t, mask_t = self.transform(image, mask, size)
         return {"image": image_t, "mask": mask_t, "index": index}
+
+    def _read_good(self, index: int) -> tuple[int, tuple[np.ndarray, np.ndarray]]:
+        for offset in range(len(self.pairs)):
+            candidate = (index + offset) % len(self.pairs)
+            if candidate in self._bad:
+                continue
+            try:
+                return candidate, _read_pair(self.pairs[candidate])
+            except DataError as exc:
+                self._bad.add(candidate)
+                if len(self._bad) > self.max_bad:
+                    raise DataError(f"{exc} ({len(self._bad)} training pairs failed to load, "
+                                    f"more than data.max_bad_samples allows)") from None
+                logger.warning("%s; training goes on with another pair in its place", exc)
+        raise DataError(f"training set {self.name!r}: no pair can be read")
 
 
 class TestDataset(Dataset):

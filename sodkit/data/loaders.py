@@ -14,6 +14,7 @@ of the seed repo's distributed/single-GPU mismatch).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,10 +25,13 @@ from torch.utils.data import DataLoader, Sampler
 from ..config.loader import ConfigError
 from ..config.schema import Config
 from ..errors import DataError
-from .datasets import TestDataset, TrainDataset, find_pairs, resolve_dataset
+from .checks import bad_stems, check_pairs
+from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
 from .transforms import build_test_transform, build_train_transform
 
 logger = logging.getLogger(__name__)
+
+_SHOWN_ISSUES = 20  # problems named one by one in the log before a summary line
 
 
 def _mix(*values: int) -> int:
@@ -142,19 +146,61 @@ def _loader_options(cfg: Config, persistent: bool) -> dict[str, Any]:
             "generator": torch.Generator().manual_seed(cfg.runtime.seed)}
 
 
+def _check_threads() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def _drop_bad_pairs(pairs: list[Pair], name: str, budget: int) -> list[Pair]:
+    """The pairs whose headers check out; each bad file is named in a warning."""
+    issues = check_pairs(pairs, full=False, threads=_check_threads())
+    bad = bad_stems(issues)
+    for issue in issues[:_SHOWN_ISSUES]:
+        logger.warning("train set %s: skipping %s: %s", name, issue.stem, issue.problem)
+    if len(issues) > _SHOWN_ISSUES:
+        logger.warning("train set %s: %d more problems (run sodkit check-data for the list)",
+                       name, len(issues) - _SHOWN_ISSUES)
+    if len(bad) > budget:
+        raise DataError(f"train set {name}: {len(bad)} bad pairs, more than data.max_bad_samples="
+                        f"{budget} (first: {issues[0].problem}); run sodkit check-data CONFIG "
+                        f"for the list, fix or remove them, or raise data.max_bad_samples")
+    return [pair for pair in pairs if pair.stem not in bad]
+
+
 def build_train_dataset(cfg: Config) -> TrainDataset:
-    """All ``data.train`` datasets, concatenated in config order."""
+    """All ``data.train`` datasets, concatenated in config order, bad pairs left out."""
     if not cfg.data.train:
         raise DataError("no training data: add at least one dataset to data.train "
                         "(e.g. {preset: demo-train})")
     pairs, names = [], []
+    budget = cfg.data.max_bad_samples
     for i, dataset in enumerate(cfg.data.train):
         resolved = resolve_dataset(dataset, cfg.data_root, where=f"data.train.{i}")
         found = find_pairs(resolved)
-        logger.info("train set %s: %d pairs in %s", resolved.name, len(found), resolved.root)
-        pairs.extend(found)
+        good = _drop_bad_pairs(found, resolved.name, budget)
+        budget -= len(found) - len(good)
+        logger.info("train set %s: %d pairs in %s", resolved.name, len(good), resolved.root)
+        pairs.extend(good)
         names.append(resolved.name)
-    return TrainDataset(pairs, build_train_transform(cfg.data), cfg.data.size, "+".join(names))
+    if not pairs:
+        raise DataError("no readable training pairs (run sodkit check-data CONFIG)")
+    return TrainDataset(pairs, build_train_transform(cfg.data), cfg.data.size, "+".join(names),
+                        max_bad=budget)
+
+
+def check_test_shard(test_set: TestDataset, shard: range) -> None:
+    """Decode this rank's test pairs before any prediction: a test set must be whole."""
+    issues = check_pairs([test_set.pairs[i] for i in shard], full=True, threads=_check_threads())
+    errors = [issue for issue in issues if issue.severity == "error"]
+    if errors:
+        shown = "; ".join(f"{issue.path}: {issue.problem}" for issue in errors[:3])
+        more = f" and {len(errors) - 3} more" if len(errors) > 3 else ""
+        raise DataError(f"test set {test_set.name}: {len(errors)} bad pairs ({shown}{more}); a "
+                        f"test set must be whole to be comparable: fix or remove them (sodkit "
+                        f"check-data CONFIG lists them all)")
+    warnings = [issue for issue in issues if issue.severity != "error"]
+    if warnings:
+        logger.warning("test set %s: %d masks empty or full (e.g. %s: %s)", test_set.name,
+                       len(warnings), warnings[0].path.name, warnings[0].problem)
 
 
 def build_train_loader(cfg: Config, rank: int = 0, world_size: int = 1) -> DataLoader:
@@ -193,8 +239,9 @@ def build_test_loaders(cfg: Config, rank: int = 0, world_size: int = 1
                             "give one a different name")
         test_set = TestDataset(find_pairs(resolved), transform, resolved.name)
         logger.info("test set %s: %d pairs in %s", resolved.name, len(test_set), resolved.root)
+        sampler = InferenceSampler(len(test_set), rank, world_size)
+        check_test_shard(test_set, sampler.indices)
         loaders[resolved.name] = DataLoader(
-            test_set, batch_size=cfg.data.test_batch_size,
-            sampler=InferenceSampler(len(test_set), rank, world_size),
+            test_set, batch_size=cfg.data.test_batch_size, sampler=sampler,
             collate_fn=collate_test, **_loader_options(cfg, persistent=False))
     return loaders
