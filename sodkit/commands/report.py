@@ -28,14 +28,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..report.html import build_report
-    from ..report.publish import check_output_file, check_table_outputs, write_file, write_tables
+    from ..report.publish import (
+        check_output_file,
+        check_table_outputs,
+        parse_metrics,
+        write_file,
+        write_tables,
+    )
     from ..report.sources import load_sources
 
     folders = [Path(f) for f in args.folders]
     out = check_output_file(args.out, folders, args.force, "--out")
     check_table_outputs(args, folders)
     sources = load_sources(folders)
-    page = build_report(sources)
+    page = build_report(sources, parse_metrics(args.metrics))
     write_file(out, lambda path: path.write_text(page, encoding="utf-8"))
     comparison: dict[str, dict[str, dict[str, float]]] = {}
     for source in sources:

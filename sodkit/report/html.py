@@ -34,7 +34,7 @@ th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after
 .rank1{font-weight:bold;color:#c00}.rank2{font-weight:bold;color:#06c}.rank3{color:#080}
 figure{display:inline-block;margin:.3em;vertical-align:top}figure img{margin-right:2px}
 figcaption{font-size:.8em}.missing{display:inline-block;padding:2em 1em;background:#eee}
-pre{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}img.plot{max-width:100%}
+.wide{overflow-x:auto}pre{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}img.plot{max-width:100%}
 """
 _SCRIPT = """
 document.querySelectorAll("table.sortable").forEach(function (table) {
@@ -107,8 +107,9 @@ def comparison_table(results: Mapping[str, Mapping[str, Mapping[str, float]]],
         + "".join(_number(per.get(d, {}).get(m), ranked.get((method, d, m)))
                   for d in datasets for m in metrics) + "</tr>"
         for method, per in results.items())
-    return (f'<table id="comparison" class="data sortable"><thead><tr><th></th>{groups}</tr>'
-            f'<tr><th data-col="0">method</th>{heads}</tr></thead><tbody>{rows}</tbody></table>'
+    return (f'<div class="wide"><table id="comparison" class="data sortable"><thead><tr><th>'
+            f'</th>{groups}</tr><tr><th data-col="0">method</th>{heads}</tr></thead><tbody>{rows}'
+            "</tbody></table></div>"
             '<p>Best three per column: <span class="rank1">first</span>, '
             '<span class="rank2">second</span>, <span class="rank3">third</span> '
             "(MAE: lower is better; the others: higher). Click a column to sort.</p>")
@@ -215,7 +216,8 @@ def _several(sources: Sequence[Source], metrics: Sequence[str]) -> str:
 
 def build_report(sources: Sequence[Source], metrics: Sequence[str] = STANDARD_ORDER,
                  title: str | None = None) -> str:
-    """The whole page as text."""
+    """The whole page as text (``metrics``: the columns of a comparison; one run shows all
+    standard metrics)."""
     single = len(sources) == 1 and len(sources[0].results) == 1
     title = title or ("sodkit report: " + ", ".join(s.label for s in sources))
     body = _single(sources[0]) if single else _several(sources, metrics)

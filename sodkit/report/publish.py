@@ -98,7 +98,12 @@ def check_table_outputs(args: argparse.Namespace, inputs: Sequence[Path]) -> Non
         from .xlsx import _openpyxl
 
         _openpyxl()
-    parse_metrics(args.metrics)
+    from ..metrics.results import METRIC_KEYS
+
+    unknown = [m for m in parse_metrics(args.metrics) if m not in METRIC_KEYS]
+    if unknown and (args.latex or args.xlsx):
+        raise UserError(f"--metrics: unknown {', '.join(unknown)}; choose from "
+                        f"{', '.join(METRIC_KEYS)}")
 
 
 def write_tables(comparison: Comparison, args: argparse.Namespace) -> None:
