@@ -27,7 +27,7 @@ def _openpyxl():
 
 def write_xlsx(comparison: Comparison, datasets: Sequence[str], metrics: Sequence[str],
                path: Path, style: str = "fonts", decimals: int = 3) -> None:
-    """Write the comparison to ``path`` (values at full precision, shown with ``decimals``)."""
+    """Write the comparison to ``path`` (numbers, not rounded text; shown with ``decimals``)."""
     openpyxl = _openpyxl()
     from openpyxl.styles import Alignment, Font, PatternFill
 
