@@ -185,3 +185,29 @@ def test_report_never_replaces_a_file_it_did_not_write(trained, tmp_path, capsys
     assert main(["report", str(trained), "--out", str(mine)]) == 0  # now it is sodkit's
     assert main(["report", str(trained), "--out", str(trained / "results.json")]) == 2
     assert json.loads((trained / "results.json").read_text())
+
+
+class _Touch:
+    """Unpickling this calls ``Path.touch`` on its target: code a checkpoint could carry."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+    def __reduce__(self):
+        return (Path.touch, (self.target,))
+
+
+def test_checkpoint_peek_never_calls_what_the_file_names(tmp_path):
+    import pickle
+    import zipfile
+
+    target = tmp_path / "was_run"
+    path = tmp_path / "evil.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("evil/data.pkl", pickle.dumps({"epoch": 3, "step": 12,
+                                                        "hook": _Touch(target)}))
+    info = checkpoint_info(path)
+    assert (info["epoch"], info["step"]) == (3, 12)
+    assert not target.exists()
+    pickle.loads(pickle.dumps(_Touch(target)))  # the same object, unpickled normally, runs
+    assert target.exists()
