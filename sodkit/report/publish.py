@@ -41,7 +41,7 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _is_ours(path: Path) -> bool:
-    from ..report.latex import SIGNATURE
+    from .latex import SIGNATURE
 
     if path.suffix.lower() == ".xlsx":
         from .xlsx import is_sodkit_workbook
