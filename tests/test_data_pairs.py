@@ -135,3 +135,27 @@ def test_check_pairs_reports_unreadable_and_size_mismatch(tmp_path: Path) -> Non
     by_stem = {i.stem: i for i in issues}
     assert "20x20" in by_stem["big"].problem and "12x16" in by_stem["big"].problem
     assert by_stem["broken"].path == tmp_path / "gt" / "broken.png"
+
+
+@pytest.mark.parametrize(("preset", "layout", "name"), [
+    ("camo", ("Imgs", "GT"), "CAMO"),
+    ("camo", ("Images/Test", "GT"), "CAMO"),
+    ("cod10k", ("Imgs", "GT"), "COD10K"),
+    ("cod10k", ("Test/Image", "Test/GT_Object"), "COD10K"),
+    ("nc4k", ("Imgs", "GT"), "NC4K"),
+    ("chameleon", ("Imgs", "GT"), "CHAMELEON"),
+])
+def test_camouflaged_object_presets_find_their_layouts(tmp_path: Path, preset, layout,
+                                                       name) -> None:
+    for folder in layout:
+        (tmp_path / name / folder).mkdir(parents=True, exist_ok=True)
+    cfg = resolve_dataset(DatasetCfg(preset=preset), str(tmp_path))
+    assert (cfg.name, cfg.root, cfg.image_dir, cfg.mask_dir) == (
+        name, str(tmp_path / name), *layout)
+
+
+def test_the_cod_recipe_loads() -> None:
+    from sodkit.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "cod_fpn_r50.yaml", [])
+    assert [d.preset for d in cfg.data.test] == ["camo", "cod10k", "nc4k", "chameleon"]

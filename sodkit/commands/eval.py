@@ -1,21 +1,30 @@
 """``sodkit eval``: measure saved predictions of any number of methods against GT folders.
 
-Predictions pair with GTs by file stem. A prediction of another size than its GT is resized to
-the GT's size with bilinear interpolation on the uint8 map, as PySODEvalToolkit does, so the
-numbers equal that toolkit's. Heavy imports (torch, OpenCV, matplotlib) stay inside ``run``.
+Predictions pair with GTs by file stem, wrapped in an optional prefix / suffix per method and
+dataset (``_eval_methods``). A prediction of another size than its GT is resized to the GT's
+size with bilinear interpolation on the uint8 map, as PySODEvalToolkit does, so the numbers equal
+that toolkit's. Besides the tables and curves it writes ``curves.json`` and
+``results_per_image.csv`` (read by ``sodkit report``), ``evaluation.json`` (which folder holds
+which dataset) and, on request, LaTeX / xlsx paper tables. Heavy imports (torch, OpenCV,
+matplotlib) stay inside ``run``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
+
+if TYPE_CHECKING:
+    from ..metrics import SODMetrics
+    from ._eval_methods import Method
 
 HELP = "evaluate saved predictions of one or more methods against GT masks (tables + curves)"
 
@@ -25,20 +34,34 @@ SHOWN_STEMS = 10  # stems listed in an error or warning message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..report.publish import add_table_arguments
+
     parser.add_argument(
         "--gt", action="append", required=True, metavar="[NAME=]DIR",
         help="GT mask folder; repeat as NAME=DIR for several datasets, whose predictions are "
              "then read from <pred DIR>/NAME/")
     parser.add_argument(
-        "--pred", action="append", required=True, metavar="[NAME=]DIR",
-        help="a method's prediction folder (NAME defaults to the folder's name); repeatable")
+        "--pred", action="append", default=[], metavar="[NAME=]DIR[:SUFFIX]",
+        help="a method's prediction folder (NAME defaults to the folder's name); repeatable. "
+             "DIR:SUFFIX reads <stem>SUFFIX.<ext> (e.g. preds/MINet:_sal), "
+             "DIR:PREFIX{stem}SUFFIX both")
+    parser.add_argument("--methods", metavar="FILE",
+                        help="YAML/JSON list of methods: name, folder, prefix, suffix, and "
+                             "per-dataset overrides (see sodkit/commands/_eval_methods.py)")
+    parser.add_argument("--pred-prefix", default="",
+                        help="prediction file names start with this before the GT stem")
+    parser.add_argument("--pred-suffix", default="",
+                        help="prediction file names end with this after the GT stem, e.g. _sal "
+                             "for <stem>_sal.png (may end with an extension: _sal.png)")
     parser.add_argument("--out", required=True, help="folder for results.{json,md,csv}, pr.png, "
                                                      "fm.png (a sub-folder per named dataset)")
     parser.add_argument("--force", action="store_true",
                         help="write into an --out folder that holds files sodkit did not write "
-                             "(only files of the names it writes are replaced)")
+                             "(only files of the names it writes are replaced), and replace "
+                             "--latex / --xlsx files sodkit did not write")
     parser.add_argument("--workers", type=int, default=2,
                         help="threads decoding images (default 2)")
+    add_table_arguments(parser)
 
 
 @dataclass
@@ -74,23 +97,56 @@ def _listed(stems: Iterable[str]) -> str:
     return ", ".join(stems[:SHOWN_STEMS]) + more
 
 
-def _pair(job: Job, method: str, folder: Path) -> None:
-    from ..imageio import list_images
+def _methods(args: argparse.Namespace) -> list[Method]:
+    """Methods from --pred (with --pred-prefix / --pred-suffix) and --methods."""
+    from ._eval_methods import Method, Naming, read_methods_file, split_pattern, wrap
 
-    found = list_images(folder)
+    methods = []
+    for spec in args.pred:
+        name, rest = _split(spec, "pred")
+        folder, pattern = split_pattern(str(rest), "--pred")
+        prefix, suffix = wrap(pattern, args.pred_prefix, args.pred_suffix)
+        methods.append(Method(name or _default_name(folder, "pred"),
+                              Naming(folder, prefix, suffix)))
+    if args.methods:
+        methods += read_methods_file(Path(args.methods))
+    if not methods:
+        raise UserError("name at least one method: --pred NAME=DIR or --methods FILE")
+    names = [m.name for m in methods]
+    for name in names:
+        if names.count(name) > 1:
+            raise UserError(f"two predictions named {name!r}; name them with --pred NAME=DIR")
+    return methods
+
+
+def input_folders(args: argparse.Namespace, methods: list[Method]) -> list[Path]:
+    """Every folder eval reads: GT folders and each method's prediction folders."""
+    folders = [folder for _, folder in (_split(spec, "gt") for spec in args.gt)]
+    for method in methods:
+        folders += [method.naming.folder, *(n.folder for n in method.datasets.values())]
+    return folders
+
+
+def _pair(job: Job, method: Method, dataset: str | None) -> None:
+    from ._eval_methods import match_files
+
+    naming = method.for_dataset(dataset)
+    found, extra = match_files(naming, set(job.gts), method.name)
     missing = job.gts.keys() - found.keys()
     if missing:
-        raise DataError(f"method {method!r}: {len(missing)} of {len(job.gts)} predictions missing "
-                        f"in {folder}: {_listed(missing)}")
-    extra = found.keys() - job.gts.keys()
+        wrapped = (f" (named {naming.prefix}<stem>{naming.suffix})"
+                   if naming.prefix or naming.suffix else "")
+        raise DataError(f"method {method.name!r}: {len(missing)} of {len(job.gts)} predictions "
+                        f"missing in {naming.folder}{wrapped}: {_listed(missing)}")
     if extra:
         logger.warning("method %r: %d predictions in %s have no GT and are ignored: %s",
-                       method, len(extra), folder, _listed(extra))
-    job.preds[method] = {stem: found[stem] for stem in job.gts}
+                       method.name, len(extra), naming.folder, _listed(extra))
+    job.preds[method.name] = {stem: found[stem] for stem in job.gts}
 
 
-def plan(args: argparse.Namespace) -> list[Job]:
-    """Datasets and methods from the arguments, every pair checked before any is measured."""
+def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
+    """Datasets and methods from the arguments, every pair checked before any is measured;
+    also every input folder (for the checks of what may be written)."""
     from ..imageio import list_images
     from ..paths import check_not_input, inside
 
@@ -100,25 +156,20 @@ def plan(args: argparse.Namespace) -> list[Job]:
         raise UserError("with several --gt, name each one: --gt NAME=DIR")
     if len({name for name, _ in gts}) < len(gts):
         raise UserError("two --gt share a name; give each dataset its own NAME")
-    methods: dict[str, Path] = {}
-    for spec in args.pred:
-        name, folder = _split(spec, "pred")
-        name = name or _default_name(folder, "pred")
-        if name in methods:
-            raise UserError(f"two predictions named {name!r}; name them with --pred NAME=DIR")
-        methods[name] = folder
+    methods = _methods(args)
+    inputs = input_folders(args, methods)
     out = Path(args.out)
-    check_not_input(out, [folder for _, folder in gts] + list(methods.values()))
+    check_not_input(out, inputs)
     jobs = []
     for name, folder in gts:
         files = list_images(folder)
         if not files:
             raise DataError(f"no images in GT folder {folder}")
         job = Job(name or _default_name(folder, "gt"), inside(out, name) if name else out, files)
-        for method, pred_root in methods.items():
-            _pair(job, method, pred_root / name if name else pred_root)
+        for method in methods:
+            _pair(job, method, name)
         jobs.append(job)
-    return jobs
+    return jobs, inputs
 
 
 def _read_pair(job: Job, stem: str) -> tuple[Any, list[Any]]:
@@ -150,8 +201,8 @@ def _prefetch(read: Callable[[str], Any], items: list[str], workers: int) -> Ite
             yield result
 
 
-def measure(job: Job, workers: int) -> dict[str, dict[str, Any]]:
-    """``SODMetrics.compute()`` per method over the job's images, with a progress bar."""
+def measure(job: Job, workers: int) -> dict[str, SODMetrics]:
+    """A ``SODMetrics`` per method, fed with the job's images (with a progress bar)."""
     from tqdm import tqdm
 
     from ..metrics import SODMetrics
@@ -163,27 +214,66 @@ def measure(job: Job, workers: int) -> dict[str, dict[str, Any]]:
                                              unit="img", disable=None)):
         for metric, pred in zip(metrics.values(), preds, strict=True):
             metric.update(pred, gt, index=index)
-    return {method: metric.compute() for method, metric in metrics.items()}
+    return metrics
+
+
+def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, str]]:
+    from ..report import per_image_rows
+
+    rows = []
+    for method, metric in metrics.items():
+        files = [(stem, "", str(job.gts[stem].resolve()), str(job.preds[method][stem].resolve()))
+                 for stem in sorted(job.gts)]
+        rows += per_image_rows(job.name, method, metric.per_image(), files)
+    return rows
+
+
+def _write_job(job: Job, workers: int) -> dict[str, dict[str, float]]:
+    """Measure one dataset and write its files; returns ``{method: scalar metrics}``."""
+    from ..metrics import STANDARD_KEYS, scalar_metrics
+    from ..report import (
+        markdown_table,
+        plot_curves,
+        write_curves_json,
+        write_per_image_csv,
+        write_results,
+    )
+
+    logger.info("%s: %d images, methods: %s", job.name, len(job.gts), ", ".join(job.preds))
+    metrics = measure(job, workers)
+    results = {method: metric.compute() for method, metric in metrics.items()}
+    table = {method: scalar_metrics(result) for method, result in results.items()}
+    write_results(table, job.out_dir, row_label="method")
+    write_curves_json(results, job.out_dir)
+    write_per_image_csv(_per_image_rows(job, metrics), job.out_dir)
+    plot_curves(results, job.out_dir)
+    shown = markdown_table(table, "method", STANDARD_KEYS)  # all metrics are in the files
+    print(f"\n{job.name}\n\n{shown}")
+    return table
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..metrics import STANDARD_KEYS, scalar_metrics
     from ..paths import claim_folder
-    from ..report import markdown_table, plot_curves, write_results
+    from ..report import write_results
+    from ..report.publish import check_table_outputs, write_tables
 
-    jobs = plan(args)
-    claim_folder(Path(args.out), "eval", force=args.force)
+    jobs, inputs = plan(args)
+    check_table_outputs(args, inputs)
+    out = Path(args.out)
+    claim_folder(out, "eval", force=args.force)
     combined: dict[str, dict[str, float]] = {}
+    comparison: dict[str, dict[str, dict[str, float]]] = {}
     for job in jobs:
-        logger.info("%s: %d images, methods: %s", job.name, len(job.gts), ", ".join(job.preds))
-        results = measure(job, args.workers)
-        table = {method: scalar_metrics(result) for method, result in results.items()}
-        write_results(table, job.out_dir, row_label="method")
-        plot_curves(results, job.out_dir)
-        shown = markdown_table(table, "method", STANDARD_KEYS)  # all metrics are in the files
-        print(f"\n{job.name}\n\n{shown}")
+        table = _write_job(job, args.workers)
         combined.update({f"{job.name}/{method}": values for method, values in table.items()})
+        for method, values in table.items():
+            comparison.setdefault(method, {})[job.name] = values
     if len(jobs) > 1:
-        write_results(combined, args.out, row_label="dataset/method")
+        write_results(combined, out, row_label="dataset/method")
+    datasets = {job.name: job.out_dir.relative_to(out).as_posix() if job.out_dir != out else "."
+                for job in jobs}
+    (out / "evaluation.json").write_text(json.dumps({"kind": "eval", "datasets": datasets},
+                                                    indent=2) + "\n")
+    write_tables(comparison, args)
     logger.info("results written to %s", args.out)
     return 0

@@ -18,9 +18,20 @@ hku-is     HKU-IS      Image/Mask; imgs/gt (official); Imgs/GT
 pascal-s   PASCAL-S    Image/Mask; Imgs/GT; datasets/imgs/pascal / datasets/masks/pascal (official)
 dut-omron  DUT-OMRON   Image/Mask; DUT-OMRON-image/pixelwiseGT-new-PNG (official); Imgs/GT
 soc        SOC         TestSet/Imgs / TestSet/gt (SOC-6K release, test split); Image/Mask; Imgs/GT
+camo       CAMO        Imgs/GT (the SINet-V2 test repack); Images/Test / GT (CAMO-V.1.0
+                       release); Image/GT; Image/Mask
+cod10k     COD10K      Imgs/GT (SINet-V2 test repack); Test/Image / Test/GT_Object (COD10K-v3
+                       release, test split); Image/GT_Object; Image/Mask
+nc4k       NC4K        Imgs/GT (release); Image/GT; Image/Mask
+chameleon  CHAMELEON   Imgs/GT (SINet-V2 test repack); Image/GT; Image/Mask
 demo-train cache       DEMO-TR/images / DEMO-TR/masks (generated on first use)
 demo-test  cache       DEMO-TE/images / DEMO-TE/masks (generated on first use)
 ========== =========== ======================================================================
+
+Camouflaged-object detection (COD) uses the same metrics on the same kind of masks, so its test
+sets are presets too. In the COD10K-v3 release, ``Test/Image`` also holds the 1,974
+non-camouflaged images, which have no object mask: they are reported as images without a mask
+and skipped, leaving the 2,026 camouflaged test images that papers evaluate.
 
 The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default ``~/.cache/sodkit``), read when a
 config is resolved so that the environment variable can be set late (tests do).
@@ -98,6 +109,15 @@ _add("dut-omron", Preset("DUT-OMRON", "DUT-OMRON", (_REPACK, ("DUT-OMRON-image",
                          doc="DUT-OMRON, 5,168 pairs"))
 _add("soc", Preset("SOC", "SOC", (("TestSet/Imgs", "TestSet/gt"), _REPACK, _IMGS_GT),
                    doc="SOC test split (salient images and distractor-only images)"))
+_add("camo", Preset("CAMO", "CAMO", (_IMGS_GT, ("Images/Test", "GT"), ("Image", "GT"),
+                                     _REPACK), doc="CAMO test set (COD), 250 pairs"))
+_add("cod10k", Preset("COD10K", "COD10K", (_IMGS_GT, ("Test/Image", "Test/GT_Object"),
+                                           ("Image", "GT_Object"), _REPACK),
+                      doc="COD10K test set (COD), 2,026 camouflaged pairs"))
+_add("nc4k", Preset("NC4K", "NC4K", (_IMGS_GT, ("Image", "GT"), _REPACK),
+                    doc="NC4K (COD), 4,121 pairs"))
+_add("chameleon", Preset("CHAMELEON", "CHAMELEON", (_IMGS_GT, ("Image", "GT"), _REPACK),
+                         doc="CHAMELEON (COD), 76 pairs"))
 _add("demo-train", Preset("DEMO-TR", demo_root, (("DEMO-TR/images", "DEMO-TR/masks"),),
                           prepare=synthetic.generate_demo, doc="synthetic demo, training split"))
 _add("demo-test", Preset("DEMO-TE", demo_root, (("DEMO-TE/images", "DEMO-TE/masks"),),

@@ -36,6 +36,7 @@ class EvalResult:
 
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataset -> compute()
     samples: list[list[np.ndarray]] = field(default_factory=list)  # rows of image | GT | pred
+    per_image: list[dict[str, str]] = field(default_factory=list)  # results_per_image.csv rows
 
     def scalars(self) -> dict[str, dict[str, float]]:
         return {name: scalar_metrics(result) for name, result in self.metrics.items()}
@@ -71,6 +72,7 @@ def evaluate(
             merged = _merge_on_main(metrics, runtime)
             if runtime.is_main:
                 result.metrics[name] = merged.compute()
+                result.per_image += _per_image(merged, loader, pred_root, name)
                 if not result.samples:
                     result.samples = samples
     runtime.barrier()
@@ -115,17 +117,34 @@ def _merge_on_main(metrics: SODMetrics, runtime: Runtime) -> SODMetrics:
     return merged
 
 
+def _per_image(metrics: SODMetrics, loader: DataLoader, pred_root: Path | None,
+               name: str) -> list[dict[str, str]]:
+    """Rows of ``results_per_image.csv``: each image's scores and its image / GT / prediction
+    files (the prediction relative to the output folder, where ``pred_root`` puts it)."""
+    from ..report import per_image_rows
+
+    def prediction(stem: str) -> str:
+        return f"{pred_root.name}/{name}/{stem}.png" if pred_root is not None else ""
+
+    files = [(p.stem, str(p.image.resolve()), str(p.mask.resolve()), prediction(p.stem))
+             for p in loader.dataset.pairs]
+    return per_image_rows(name, "", metrics.per_image(), files)
+
+
 def samples_image(result: EvalResult) -> np.ndarray | None:
     return make_grid(result.samples) if result.samples else None
 
 
 def write_eval_outputs(result: EvalResult, run_dir: Path) -> None:
-    """results.{json,md,csv}, curves/{pr,fm}.png and samples.png in the run folder (rank 0)."""
-    from ..report import plot_curves, write_results
+    """results.{json,md,csv}, results_per_image.csv, curves.json, curves/{pr,fm}.png,
+    samples.png and report.html in the run folder (rank 0)."""
+    from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
     from ..visualize import write_rgb
 
     scalars = result.scalars()
     write_results(scalars, run_dir, row_label="dataset")
+    write_per_image_csv(result.per_image, run_dir)
+    write_curves_json(result.metrics, run_dir)
     plot_curves(result.metrics, run_dir / "curves")
     grid = samples_image(result)
     if grid is not None:
@@ -134,3 +153,15 @@ def write_eval_outputs(result: EvalResult, run_dir: Path) -> None:
         shown = ", ".join(f"{k} {values[k]:.4f}" for k in
                           ("MAE", "Smeasure", "wFmeasure", "maxFm", "maxEm") if k in values)
         logger.info("%s: %s", name, shown)
+    write_run_report(run_dir)
+
+
+def write_run_report(run_dir: Path) -> None:
+    """``report.html`` of the folder; a failure is a warning: the results are written already."""
+    from ..report.html import write_report
+
+    try:
+        write_report([run_dir], run_dir / "report.html")
+        logger.info("report: %s", run_dir / "report.html")
+    except Exception:  # never lose a finished run over its report
+        logger.warning("report.html not written", exc_info=True)

@@ -191,9 +191,9 @@ class Trainer:
             for name, values in scalars.items():
                 self.tb.scalars({f"eval/{name}/{k}": v for k, v in values.items()}, self.step)
             self._update_best(scalars)
+            self.tb.flush()  # before write_eval_outputs: report.html reads the event files
             if pred_root is not None:
                 write_eval_outputs(result, self.run_dir)
-            self.tb.flush()
         return result
 
     def _update_best(self, scalars: dict[str, dict[str, float]]) -> None:

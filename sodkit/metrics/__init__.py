@@ -22,7 +22,8 @@ CPU inputs are measured with numpy/OpenCV, CUDA tensors' histograms with torch o
 (the weighted F-measure always runs on the CPU).
 """
 
-from .results import CURVE_KEYS, METRIC_KEYS, STANDARD_KEYS, scalar_metrics
+from .results import CURVE_KEYS, METRIC_KEYS, PER_IMAGE_KEYS, STANDARD_KEYS, scalar_metrics
 from .sod import SODMetrics
 
-__all__ = ["CURVE_KEYS", "METRIC_KEYS", "STANDARD_KEYS", "SODMetrics", "scalar_metrics"]
+__all__ = ["CURVE_KEYS", "METRIC_KEYS", "PER_IMAGE_KEYS", "STANDARD_KEYS", "SODMetrics",
+           "scalar_metrics"]

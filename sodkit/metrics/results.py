@@ -31,6 +31,30 @@ CURVE_KEYS = ("precision_curve", "recall_curve", "fm_curve", "em_curve") + tuple
 )
 
 
+PER_IMAGE_KEYS = ("MAE", "Smeasure", "wFmeasure", "maxFm", "adpFm", "maxEm", "meanEm", "adpEm")
+
+
+def per_image(records: Records) -> dict[str, np.ndarray]:
+    """Each image's own scores (``PER_IMAGE_KEYS`` and ``index``), in dataset-index order.
+
+    The same records and formulas as :func:`summarize`, so the mean of the ``MAE`` column is the
+    dataset's MAE; ``maxFm`` / ``maxEm`` / ``meanEm`` are taken on the image's own 256-threshold
+    curve (a dataset's ``maxFm`` is the max of the averaged curve, not the mean of these).
+    """
+    records = records.sorted()
+    tp, fp = cumulative_counts(records.hist)
+    fg = records.hist[:, 1].sum(axis=1, dtype=np.int64)[:, None]
+    size = records.hist.sum(axis=(1, 2), dtype=np.int64)[:, None]
+    tp_a, fp_a = records.adaptive[:, :1], records.adaptive[:, 1:]
+    em = emeasure(tp, fp, fg, size)
+    out = {name: records.scalars[:, i].copy() for i, name in enumerate(SCALARS)}
+    out["maxFm"] = fmeasure(tp, fp, fg)["fm"].max(axis=1)
+    out["adpFm"] = adaptive_fmeasure(tp_a, fp_a, fg)[:, 0]
+    out["maxEm"], out["meanEm"] = em.max(axis=1), em.mean(axis=1)
+    out["adpEm"] = emeasure(tp_a, fp_a, fg, size)[:, 0]
+    return {"index": records.index.copy(), **{key: out[key] for key in PER_IMAGE_KEYS}}
+
+
 def scalar_metrics(result: dict[str, Any]) -> dict[str, float]:
     """The scalar entries of a :meth:`SODMetrics.compute` result (drops the ``*_curve`` arrays)."""
     return {key: float(value) for key, value in result.items() if not key.endswith("_curve")}

@@ -18,7 +18,7 @@ import numpy as np
 from .parallel import WeightedFQueue, pairs_of
 from .prepare import as_index_list, as_uint8_batch, is_tensor
 from .records import SCALARS, Records, measure_batch
-from .results import summarize
+from .results import per_image, summarize
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +164,11 @@ class SODMetrics:
                            "on the last row or column; PySODMetrics gives NaN too",
                            int(nan.sum()), records.index[nan][:10].tolist())
         return summarize(records)
+
+    def per_image(self) -> dict[str, np.ndarray]:
+        """Each image's own MAE, S, wF, max / adaptive F and E, with its dataset ``index``
+        (arrays in index order; see :func:`sodkit.metrics.results.per_image`)."""
+        return per_image(self._flush())
 
     def state_dict(self) -> dict[str, Any]:
         """Picklable state (numpy arrays and ints), e.g. for ``all_gather_object``."""

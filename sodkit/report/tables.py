@@ -1,8 +1,10 @@
-"""Result tables (JSON, Markdown, CSV) and PR / F-measure curve plots.
+"""Result files: tables (JSON, Markdown, CSV), curves (PNG plots and ``curves.json``) and
+per-image scores (``results_per_image.csv``).
 
 Used by ``sodkit eval`` (a row per method) and by the trainer's evaluator (a row per dataset).
 The column order puts the numbers papers report first (MAE, S, wF, F, E), then the rest in the
-order they come.
+order they come. ``curves.json`` and ``results_per_image.csv`` hold what ``sodkit report``
+draws later (curves of several runs in one plot, best and worst images) without the metrics.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics.results import PER_IMAGE_KEYS
+
+CURVES_SAVED = ("precision_curve", "recall_curve", "fm_curve", "em_curve")
+PER_IMAGE_SCORES = PER_IMAGE_KEYS  # each image's own scores, as SODMetrics.per_image()
+PER_IMAGE_FILES = ("image", "gt", "prediction")
+PER_IMAGE_COLUMNS = ("dataset", "method", "stem", *PER_IMAGE_SCORES, *PER_IMAGE_FILES)
 STANDARD_ORDER = ("MAE", "Smeasure", "wFmeasure", "maxFm", "meanFm", "adpFm",
                   "maxEm", "meanEm", "adpEm")
 
@@ -114,3 +122,64 @@ def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) ->
         figure.tight_layout()
         figure.savefig(out / f"{name}.png", dpi=120)
         plt.close(figure)
+
+
+def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> Path:
+    """``curves.json``: ``{label: {precision_curve, recall_curve, fm_curve, em_curve}}``.
+
+    Each curve is a list of 256 floats, threshold 255 first (as ``SODMetrics.compute()``);
+    labels without curves are skipped. Floats keep full precision (``json`` writes ``repr``).
+    """
+    plain = {str(label): {key: [float(v) for v in np.asarray(values[key])]
+                          for key in CURVES_SAVED if key in values}
+             for label, values in curves.items()}
+    path = Path(out_dir) / "curves.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({k: v for k, v in plain.items() if v}) + "\n")
+    return path
+
+
+def per_image_rows(
+    dataset: str,
+    method: str,
+    scores: Mapping[str, np.ndarray],
+    files: Sequence[tuple[str, str, str, str]],
+) -> list[dict[str, str]]:
+    """Rows of ``results_per_image.csv`` for one dataset and method.
+
+    Args:
+        dataset, method: the row's labels (``method`` is empty for a training run's own model).
+        scores: ``SODMetrics.per_image()`` (arrays in dataset-index order, with ``index``).
+        files: per dataset index, ``(stem, image, gt, prediction)`` paths as text ('' if none).
+    """
+    rows = []
+    for row, index in enumerate(np.asarray(scores["index"]).tolist()):
+        stem, image, gt, prediction = files[index]
+        values = {key: repr(float(scores[key][row])) for key in PER_IMAGE_SCORES}
+        rows.append({"dataset": dataset, "method": method, "stem": stem, **values,
+                     "image": image, "gt": gt, "prediction": prediction})
+    return rows
+
+
+def write_per_image_csv(rows: Sequence[Mapping[str, str]], out_dir: str | Path) -> Path:
+    """``results_per_image.csv`` (:data:`PER_IMAGE_COLUMNS`, scores at full precision)."""
+    path = Path(out_dir) / "results_per_image.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=PER_IMAGE_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def read_per_image_csv(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a ``results_per_image.csv``, scores as floats; missing file -> []."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        for key in PER_IMAGE_SCORES:
+            row[key] = float(row[key]) if row.get(key) not in (None, "") else math.nan
+    return rows

@@ -1,0 +1,99 @@
+"""Pictures of the report as ``data:`` URIs: matplotlib figures and gallery thumbnails.
+
+Everything is embedded in the page, so ``report.html`` is one file that opens anywhere, offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+THUMB_HEIGHT = 120  # gallery row height in pixels
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _uri(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def figure_uri(figure: Any) -> str:
+    """The figure as a PNG ``data:`` URI (the figure is closed)."""
+    plt = _pyplot()
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return _uri(buffer.getvalue(), "image/png")
+
+
+def training_uri(series: Mapping[str, list[tuple[int, float]]]) -> str | None:
+    """Loss terms and learning rates against the optimizer step, side by side."""
+    if not series:
+        return None
+    plt = _pyplot()
+    figure, (loss_ax, lr_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for tag, points in series.items():
+        steps, values = zip(*points, strict=True) if points else ((), ())
+        axes = loss_ax if tag.startswith("loss/") else lr_ax
+        axes.plot(steps, values, label=tag.split("/", 1)[1], linewidth=1.2)
+    loss_ax.set(xlabel="step", ylabel="loss", title="Training loss terms")
+    lr_ax.set(xlabel="step", ylabel="learning rate", title="Learning rate per group")
+    for axes in (loss_ax, lr_ax):
+        axes.grid(alpha=0.3)
+        if axes.lines:
+            axes.legend(fontsize=8)
+    return figure_uri(figure)
+
+
+def curves_uri(curves: Mapping[str, Mapping[str, list[float]]], title: str) -> str | None:
+    """Precision-recall and F-measure-vs-threshold of every line (method or dataset)."""
+    if not curves:
+        return None
+    plt = _pyplot()
+    figure, (pr_ax, fm_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    thresholds = np.arange(255, -1, -1)
+    for label, values in curves.items():
+        if "recall_curve" in values and "precision_curve" in values:
+            pr_ax.plot(values["recall_curve"], values["precision_curve"], label=label)
+        if "fm_curve" in values:
+            fm_ax.plot(thresholds, values["fm_curve"], label=label)
+    pr_ax.set(xlabel="Recall", ylabel="Precision", title=f"{title}: precision-recall",
+              xlim=(0, 1), ylim=(0, 1.02))
+    fm_ax.set(xlabel="Threshold", ylabel="F-measure", title=f"{title}: F-measure",
+              xlim=(0, 255), ylim=(0, 1.02))
+    for axes in (pr_ax, fm_ax):
+        axes.grid(alpha=0.3)
+        if axes.lines:
+            axes.legend(fontsize=8, loc="lower left")
+    return figure_uri(figure)
+
+
+def thumbnail_uri(path: str | Path | None, height: int = THUMB_HEIGHT) -> str | None:
+    """A file's image scaled to ``height`` rows, as a PNG ``data:`` URI; None if unreadable."""
+    if not path or not Path(path).is_file():
+        return None
+    import cv2
+
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        return None
+    rows, cols = image.shape[:2]
+    width = max(1, math.ceil(cols * height / rows))
+    interpolation = cv2.INTER_AREA if rows > height else cv2.INTER_LINEAR
+    small = cv2.resize(image, (width, height), interpolation=interpolation)
+    ok, data = cv2.imencode(".png", small)
+    return _uri(data.tobytes(), "image/png") if ok else None
