@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..data import build_test_loaders
     from ..engine.evaluator import evaluate, write_eval_outputs
-    from ..engine.logging import setup_logging
+    from ..engine.logging import close_log_file, setup_logging
     from ..engine.runtime import Runtime
     from ..errors import UserError
     from ..network import build_network
@@ -87,5 +87,6 @@ def run(args: argparse.Namespace) -> int:
             write_eval_outputs(result, out)
             logger.info("results written to %s", out / "results.json")
     finally:
+        close_log_file(out / "test.log")  # a later run in this process logs elsewhere
         runtime.close()
     return 0

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     _check_run_folder(run_dir, Path(cfg.output_root), args)
 
     from ..engine.checkpoint import CheckpointManager
-    from ..engine.logging import setup_logging
+    from ..engine.logging import close_log_file, setup_logging
     from ..engine.runtime import Runtime
     from ..engine.trainer import Trainer
     from ..paths import claim_folder, remove_run_folder
@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             logger.info("resumed from %s at epoch %d, step %d", resume, trainer.epoch, trainer.step)
         trainer.fit()
     finally:
+        close_log_file(run_dir / "train.log")  # a later run in this process logs elsewhere
         runtime.close()
     return 0
 
