@@ -175,6 +175,7 @@ def _check_values(cfg: Config) -> None:
         "train.log_every": cfg.train.log_every,
         "train.checkpoint_every": cfg.train.checkpoint_every,
         "optim.base_batch_size": cfg.optim.base_batch_size,
+        "runtime.dist_timeout_s": cfg.runtime.dist_timeout_s,
     }
     for key, value in positive.items():
         if value <= 0:

@@ -103,8 +103,8 @@ def _run_dataset(
 
 
 def _merge_on_main(metrics: SODMetrics, runtime: Runtime) -> SODMetrics:
-    states = runtime.gather_objects(metrics.state_dict())
-    if not runtime.is_main:
+    states = runtime.gather_to_main(metrics.state_dict())
+    if states is None:  # not rank 0: only rank 0 computes and writes
         return metrics
     merged = SODMetrics()
     for state in states:
