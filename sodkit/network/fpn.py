@@ -36,9 +36,9 @@ class FPN(nn.Module):
         self.aux_outputs = True
 
     def set_aux_outputs(self, enabled: bool) -> None:
-        """Compute (and train) the side heads or not; the finest head always runs."""
+        """Compute (and train) the side heads or not; the finest head (``heads[0]``) always runs."""
         self.aux_outputs = enabled
-        for head in self.heads[:-1]:
+        for head in self.heads[1:]:
             head.requires_grad_(enabled)
 
     def forward(self, image: Tensor) -> dict[str, Tensor | list[Tensor]]:
