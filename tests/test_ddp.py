@@ -254,3 +254,14 @@ def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
     for pred in (run / "predictions" / "DUTS-TE").glob("*.png"):
         assert pred.read_bytes() == (out / "full_single/predictions/DUTS-TE" / pred.name
                                      ).read_bytes()
+    # `sodkit predict` under torchrun: each rank its shard, rank 0 writes, same bytes
+    images = data_root / "DUTS-TE" / "DUTS-TE-Image"
+    ckpt = str(run / "checkpoints" / "last.pt")
+    proc = torchrun("-m", "sodkit", "predict", str(images), "--checkpoint", ckpt, "--out",
+                    str(out / "pred_ddp"), "--batch-size", "2", "--workers", "0")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert main(["predict", str(images), "--checkpoint", ckpt, "--out", str(out / "pred_one"),
+                 "--batch-size", "2", "--workers", "0"]) == 0
+    one = sorted((out / "pred_one").iterdir())
+    assert len(one) == 7
+    assert [p.read_bytes() for p in one] == [(out / "pred_ddp" / p.name).read_bytes() for p in one]

@@ -36,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
     load_weights(model, state, Path(args.checkpoint))
     model = model.to(runtime.device)
     transform = build_test_transform(cfg.data, size=args.size)
-    predict_files(model, paths, transform, runtime, Path(args.out),
-                  batch_size=args.batch_size, num_workers=min(args.workers, len(paths)))
+    try:
+        predict_files(model, paths, transform, runtime, Path(args.out),
+                      batch_size=args.batch_size, num_workers=min(args.workers, len(paths)))
+    finally:
+        runtime.close()
     return 0
