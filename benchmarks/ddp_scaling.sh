@@ -10,8 +10,9 @@
 # STEPS (optimizer steps per run, default 40), OUT (default output/ddp_scaling).
 # Default overrides make the demo a GPU-sized load (ResNet-50, 320 px, 16 images per GPU); later
 # key=value arguments win. Prints, per process count, the global images/s (mean over the log
-# windows after the first quarter of the steps: warm-up, cuDNN autotuning, worker start) and the
-# scaling efficiency against 1 process. Each run's log: $OUT/n<N>/train.log.
+# windows after the first quarter of the steps: warm-up, cuDNN autotuning, worker start), the
+# speed-up over the first count and the efficiency (speed-up / process-count ratio; meaningful on
+# GPUs, where each process brings its own device). Each run's log: $OUT/n<N>/train.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG=${CONFIG:-configs/demo.yaml}
@@ -30,8 +31,8 @@ else
   DEFAULTS=()
 fi
 mkdir -p "$OUT"
-printf "%-10s %-14s %-14s %s\n" processes global_batch "images/s" efficiency
-BASE=""
+printf "%-10s %-13s %-10s %-9s %s\n" processes global_batch "images/s" speed-up efficiency
+BASE=""; BASE_N=""
 for n in $COUNTS; do
   if [ "$n" -gt "$AVAILABLE" ]; then
     echo "$n: skipped ($AVAILABLE ${DEVICE} devices/cores here)"; continue
@@ -56,7 +57,8 @@ kept = [r for s, t, r in rows if s > t // 4] or [r for _, _, r in rows]
 print(batch, f"{sum(kept) / len(kept):.1f}")
 PY
 )
-  BASE=${BASE:-$rate}
-  eff=$(awk -v r="$rate" -v b="$BASE" -v n="$n" 'BEGIN { printf "%.0f%%", 100 * r / (b * n) }')
-  printf "%-10s %-14s %-14s %s\n" "$n" "$batch" "$rate" "$eff"
+  BASE=${BASE:-$rate}; BASE_N=${BASE_N:-$n}
+  read -r up eff < <(awk -v r="$rate" -v b="$BASE" -v n="$n" -v m="$BASE_N" \
+    'BEGIN { printf "%.2fx %.0f%%\n", r / b, 100 * r * m / (b * n) }')
+  printf "%-10s %-13s %-10s %-9s %s\n" "$n" "$batch" "$rate" "$up" "$eff"
 done

@@ -217,11 +217,12 @@ def test_a_failing_rank_stops_the_job_and_is_named(data_root, out, launch):
 
 
 def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
-    """`torchrun -m sodkit train configs/demo.yaml`: eval every epoch on both ranks (7 test images:
-    uneven shards), side heads off (aux_weight 0), per-rank BatchNorm; rank 1 prints nothing."""
+    """`torchrun -m sodkit train configs/demo.yaml`: eval every epoch on both ranks (7 test images,
+    batch 3: shards of 4 and 3, so rank 1 joins one empty round of the prediction writer), side
+    heads off (aux_weight 0), per-rank BatchNorm statistics; rank 1 prints nothing."""
     logs = out / "torchrun-logs"
     args = [*overrides(data_root, out, "full"), "data.test=[{preset: duts-te}]",
-            "data.test_batch_size=2", "eval.every=1", "loss.aux_weight=0",
+            "data.test_batch_size=3", "eval.every=1", "loss.aux_weight=0",
             "runtime.sync_bn=false", "train.image_every=2", "train.keep_every=0"]
     proc = torchrun("-m", "sodkit", "train", CONFIG, *args,
                     launcher=["--standalone", "--nproc_per_node=2", f"--log-dir={logs}",
@@ -258,10 +259,10 @@ def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
     images = data_root / "DUTS-TE" / "DUTS-TE-Image"
     ckpt = str(run / "checkpoints" / "last.pt")
     proc = torchrun("-m", "sodkit", "predict", str(images), "--checkpoint", ckpt, "--out",
-                    str(out / "pred_ddp"), "--batch-size", "2", "--workers", "0")
+                    str(out / "pred_ddp"), "--batch-size", "3", "--workers", "0")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert main(["predict", str(images), "--checkpoint", ckpt, "--out", str(out / "pred_one"),
-                 "--batch-size", "2", "--workers", "0"]) == 0
+                 "--batch-size", "3", "--workers", "0"]) == 0
     one = sorted((out / "pred_one").iterdir())
     assert len(one) == 7
     assert [p.read_bytes() for p in one] == [(out / "pred_ddp" / p.name).read_bytes() for p in one]

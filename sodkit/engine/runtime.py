@@ -165,14 +165,17 @@ class Runtime:
 
     # ------------------------------------------------------------------ setup
     def _pick_device(self, name: str) -> torch.device:
+        """The local rank's GPU; the only one when the scheduler shows each process just one
+        (``srun --gpus-per-task=1`` sets CUDA_VISIBLE_DEVICES per task)."""
         if name == "auto":
-            name = f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu"
+            name = "cuda" if torch.cuda.is_available() else "cpu"
         device = torch.device(name)
         if device.type == "cuda":
             if not torch.cuda.is_available():
                 raise ConfigError(f"runtime.device: {name!r} asked for, but CUDA is not available")
             if device.index is None:
-                device = torch.device("cuda", self.local_rank)
+                visible = torch.cuda.device_count()
+                device = torch.device("cuda", 0 if visible == 1 else self.local_rank)
             torch.cuda.set_device(device)
         return device
 
