@@ -266,3 +266,14 @@ def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
     one = sorted((out / "pred_one").iterdir())
     assert len(one) == 7
     assert [p.read_bytes() for p in one] == [(out / "pred_ddp" / p.name).read_bytes() for p in one]
+
+
+def test_a_missing_peer_ends_the_job_after_the_timeout(data_root, out):
+    """A rank whose peer never starts gives up after runtime.dist_timeout_s, naming itself."""
+    env = clean_env(SLURM_PROCID="0", SLURM_NTASKS="2", SLURM_LOCALID="0",
+                    SLURM_JOB_NODELIST="localhost", MASTER_PORT=str(free_port()))
+    args = [*overrides(data_root, out, "lonely"), "runtime.dist_timeout_s=3"]
+    proc = subprocess.run([sys.executable, "-m", "sodkit", "train", CONFIG, *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "rank 0 of 2" in proc.stderr and "1/2 clients joined" in proc.stderr
