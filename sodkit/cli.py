@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from . import __version__
@@ -18,6 +19,7 @@ COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "convert
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser: ``--help``, ``--version`` and the list of commands."""
     parser = argparse.ArgumentParser(
         prog="sodkit", description="Train, evaluate and run salient object detection models."
     )
@@ -25,17 +27,44 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"sodkit.commands.{name.replace('-', '_')}")
-        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        module.add_arguments(cmd)
-        cmd.set_defaults(_run=module.run)
+        sub.add_parser(name, help=module.HELP, description=module.HELP, add_help=False)
     return parser
 
 
+def build_command_parser(name: str) -> argparse.ArgumentParser:
+    """One command's own parser (``sodkit train ...``), used with ``parse_intermixed_args``."""
+    module = importlib.import_module(f"sodkit.commands.{name.replace('-', '_')}")
+    parser = argparse.ArgumentParser(prog=f"sodkit {name}", description=module.HELP)
+    module.add_arguments(parser)
+    parser.set_defaults(command=name, _run=module.run)
+    return parser
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse a command line; ``key=value`` overrides and inputs may come before or after options.
+
+    argparse stops collecting a positional list at the first option (``test CONFIG --checkpoint
+    P name=x`` would fail), and ``parse_intermixed_args`` does not support sub-parsers, so the
+    command is picked first and its own parser parses the rest intermixed.
+    """
+    if not argv or argv[0] not in COMMANDS:
+        build_parser().parse_args(argv)  # help, version, or a usage error: exits
+    return build_command_parser(argv[0]).parse_intermixed_args(argv[1:])
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else list(argv))
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if "TORCHELASTIC_ERROR_FILE" in os.environ:
+        # torchrun's error file: the launcher then reports which rank failed, with its traceback.
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        return record(_run)(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
@@ -44,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"sodkit {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        from .engine.runtime import log_failure
+
+        log_failure(exc)
+        raise
 
 
 if __name__ == "__main__":

@@ -125,16 +125,26 @@ def read_mask(path: str | Path) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def write_mask(path: str | Path, mask: np.ndarray) -> None:
-    """Write a uint8 (H, W) mask as PNG (lossless), creating parent folders."""
+def encode_mask(mask: np.ndarray) -> bytes:
+    """A uint8 (H, W) mask as PNG bytes (lossless): what :func:`write_mask` writes."""
     if mask.dtype != np.uint8 or mask.ndim != 2:
         raise ValueError(f"write_mask expects uint8 (H, W), got {mask.dtype} {mask.shape}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     ok, buf = cv2.imencode(".png", mask)
     if not ok:
-        raise OSError(f"cannot encode PNG for {path}")
-    buf.tofile(str(path))
+        raise OSError("cannot encode a PNG mask")
+    return buf.tobytes()
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write an encoded file, creating parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def write_mask(path: str | Path, mask: np.ndarray) -> None:
+    """Write a uint8 (H, W) mask as PNG (lossless), creating parent folders."""
+    write_bytes(path, encode_mask(mask))
 
 
 def list_images(folder: str | Path) -> dict[str, Path]:

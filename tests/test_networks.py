@@ -56,3 +56,25 @@ def test_fpn_aux_is_coarse_to_fine() -> None:
 def test_unknown_network_name() -> None:
     with pytest.raises(ConfigError, match=r"model.name: unknown network 'fpm'; did you mean 'fpn'"):
         build_network(ModelCfg(name="fpm", backbone="resnet18"))
+
+
+@pytest.mark.parametrize("name", NETWORKS.names())
+def test_without_aux_outputs_every_trainable_parameter_gets_a_gradient(name: str) -> None:
+    """loss.aux_weight=0: DDP (find_unused_parameters=False) needs a gradient for every
+    trainable parameter, so the side outputs are not computed and their heads are frozen."""
+    torch.manual_seed(0)
+    cfg = ModelCfg(name=name, backbone="resnet18", decoder_channels=16)
+    full = build_network(cfg).eval()
+    lean = build_network(cfg, aux_outputs=False).eval()
+    lean.load_state_dict(full.state_dict())  # same parameters: checkpoints are interchangeable
+    image = torch.randn(2, 3, 64, 64)
+    outputs = lean(image)
+    assert outputs["aux"] == []
+    torch.testing.assert_close(outputs["logits"], full(image)["logits"], rtol=0, atol=0)
+    lean.train()
+    total, parts = build_criterion(LossCfg(aux_weight=0.0))(lean(image), torch.rand(2, 1, 64, 64))
+    total.backward()
+    assert "aux" not in parts
+    for pname, param in lean.named_parameters():
+        assert (param.grad is not None) == param.requires_grad, pname
+    assert any(not p.requires_grad for p in lean.parameters())

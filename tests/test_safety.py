@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -231,16 +232,18 @@ def test_a_checkpoint_that_runs_code_is_refused_everywhere(trained, data_root, t
 def test_every_checkpoint_sodkit_writes_loads_weights_only(trained):
     for path in (trained / "checkpoints").glob("*.pt"):
         state = torch.load(path, weights_only=True)
-        assert state["format"] == 2 and isinstance(state["rng"]["numpy"], dict)
+        assert state["format"] == 2 and isinstance(state["rng"][0]["numpy"], dict)
 
 
 def test_a_legacy_checkpoint_is_refused_then_converted_once(trained, data_root, tmp_path):
     legacy = tmp_path / "old.pt"
     state = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)
-    state.pop("format")
+    for key in ("format", "world_size", "ranks"):
+        state.pop(key)
     np.random.seed(7)
     original_rng = np.random.get_state()
-    state["rng"]["numpy"] = original_rng  # how sodkit 0.1 saved it
+    state["rng"] = {"python": random.getstate(), "numpy": original_rng,  # as sodkit 0.1 did
+                    "torch": torch.get_rng_state()}
     torch.save(state, legacy)
     with pytest.raises(UserError, match="convert-checkpoint"):
         load_checkpoint(legacy)

@@ -55,9 +55,10 @@ def test_results_hold_every_metric(trained):
 
 
 def test_checkpoint_holds_the_training_state(trained):
-    state = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)
+    state = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)  # plain types only
     for key in ["model", "optimizer", "scheduler", "scaler", "epoch", "step", "config", "rng"]:
         assert key in state
+    assert state["world_size"] == 1 and len(state["rng"]) == 1
     assert state["epoch"] == 2
     assert state["step"] == 2 * 4  # 16 images / batch 4 = 4 steps per epoch
     assert state["best"]["metric"] == "maxFm"
@@ -81,8 +82,9 @@ def test_tensorboard_event_file_has_scalars_and_images(trained):
 def test_sodkit_test_reproduces_results_exactly(trained, data_root):
     out = trained.parent
     overrides = tiny_overrides(data_root, out, "t_test")
-    code = main(["test", str(ROOT / "configs" / "demo.yaml"), *overrides,
-                 "--checkpoint", str(trained / "checkpoints" / "last.pt")])
+    # the README's synopsis: overrides may follow the options
+    code = main(["test", str(ROOT / "configs" / "demo.yaml"), *overrides[:-1],
+                 "--checkpoint", str(trained / "checkpoints" / "last.pt"), overrides[-1]])
     assert code == 0
     again = json.loads((out / "t_test" / "eval" / "last" / "results.json").read_text())
     assert again == json.loads((trained / "results.json").read_text())

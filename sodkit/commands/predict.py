@@ -68,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
     load_weights(model, state, Path(args.checkpoint))
     model = model.to(runtime.device)
     transform = build_test_transform(cfg.data, size=args.size)
-    claim_folder(out, "predict", force=args.force)
-    predict_files(model, paths, transform, runtime, out,
-                  batch_size=args.batch_size, num_workers=min(args.workers, len(paths)))
+    try:
+        if runtime.is_main:
+            claim_folder(out, "predict", force=args.force)
+        runtime.barrier()
+        predict_files(model, paths, transform, runtime, out,
+                      batch_size=args.batch_size, num_workers=min(args.workers, len(paths)))
+    finally:
+        runtime.close()
     return 0

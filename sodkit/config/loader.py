@@ -187,6 +187,7 @@ def _check_values(cfg: Config) -> None:
         "train.steps_per_epoch": 1 if cfg.train.steps_per_epoch is None
         else cfg.train.steps_per_epoch,
         "train.grad_clip": cfg.train.grad_clip if cfg.train.grad_clip is not None else 1,
+        "runtime.dist_timeout_s": cfg.runtime.dist_timeout_s,
     }
     for key, value in positive.items():
         if value <= 0:

@@ -94,6 +94,7 @@ class TrainCfg:
     image_every: int = 200  # steps between TensorBoard image grids (0 disables)
     checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
     keep_every: int = 0  # also keep checkpoints/epoch_NNNN.pt every N epochs (0 = never)
+    freeze_bn: bool = False  # BatchNorm in eval mode (running stats fixed; affine still trains)
 
 
 @dataclass
@@ -112,6 +113,8 @@ class RuntimeCfg:
     deterministic: bool = False
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype (fp16 needs CUDA)
     num_threads: int | None = None  # torch intra-op threads per process (None = torch default)
+    sync_bn: bool = False  # BatchNorm statistics over all processes (CUDA SyncBatchNorm, or CPU)
+    dist_timeout_s: float = 600.0  # a collective waiting longer (a lost process) ends the job
 
 
 @dataclass

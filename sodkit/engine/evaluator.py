@@ -10,6 +10,7 @@ later gives the same numbers.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..config import Config
-from ..imageio import write_mask
+from ..imageio import encode_mask, write_bytes
 from ..metrics import SODMetrics, scalar_metrics
 from ..paths import inside
 from ..visualize import denormalize, make_grid, to_rgb
@@ -40,6 +41,33 @@ class EvalResult:
 
     def scalars(self) -> dict[str, dict[str, float]]:
         return {name: scalar_metrics(result) for name, result in self.metrics.items()}
+
+
+class MaskWriter:
+    """Rank 0 writes every rank's masks: each rank encodes its PNGs, and in lockstep rounds (one
+    per batch of the longest shard, empty ones for shorter shards) rank 0 gathers and writes them.
+
+    So a job on several machines needs no shared folder for predictions, and no file is written
+    by two processes. One process: the masks are written at once.
+    """
+
+    def __init__(self, runtime: Runtime, items: int, batch_size: int) -> None:
+        self.runtime = runtime
+        longest_shard = math.ceil(items / runtime.world_size)
+        self.rounds = math.ceil(longest_shard / batch_size)
+        self.done = 0
+
+    def send(self, files: list[tuple[Path, bytes]]) -> None:
+        """This rank's files of one batch (every rank calls it once per round)."""
+        self.done += 1
+        for part in self.runtime.gather_to_main(files) or []:
+            for path, data in part:
+                write_bytes(path, data)
+
+    def finish(self) -> None:
+        """Join the rounds that longer shards still need."""
+        while self.done < self.rounds:
+            self.send([])
 
 
 def predict_probabilities(model: nn.Module, images: torch.Tensor, runtime: Runtime) -> torch.Tensor:
@@ -90,24 +118,31 @@ def _run_dataset(
     metrics = SODMetrics()
     samples: list[list[np.ndarray]] = []
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
+    writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size)
     for batch in loader:
         images = batch["image"].to(runtime.device, non_blocking=True)
         probs = predict_probabilities(net, images, runtime)
+        files = []
         for i, gt in enumerate(batch["gt"]):
             pred = to_uint8_at(probs[i : i + 1], gt.shape)
             if pred_root is not None:
-                write_mask(inside(pred_root, name, f"{batch['name'][i]}.png"), pred)
+                files.append((inside(pred_root, name, f"{batch['name'][i]}.png"),
+                              encode_mask(pred)))
             metrics.update(pred, gt, index=int(batch["index"][i]))
             if len(samples) < want_samples:
                 tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)
                 size = tile.shape[:2]
                 samples.append([tile, to_rgb(gt, size), to_rgb(probs[i], size)])
+        if pred_root is not None:
+            writer.send(files)
+    if pred_root is not None:
+        writer.finish()
     return metrics, samples
 
 
 def _merge_on_main(metrics: SODMetrics, runtime: Runtime) -> SODMetrics:
-    states = runtime.gather_objects(metrics.state_dict())
-    if not runtime.is_main:
+    states = runtime.gather_to_main(metrics.state_dict())
+    if states is None:  # not rank 0: only rank 0 computes and writes
         return metrics
     merged = SODMetrics()
     for state in states:

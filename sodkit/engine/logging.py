@@ -1,8 +1,9 @@
 """Rank-0 output: the text log, the progress display and TensorBoard.
 
-Other ranks get a logger that only shows warnings, no progress bar and no writer, so that a
-``torchrun`` job prints one stream. The progress display is a tqdm bar on a terminal and plain
-periodic log lines otherwise (CI logs, ``nohup``, cluster schedulers), as users expect.
+Other ranks get a logger that only shows errors (they print nothing unless they fail), no
+progress bar and no writer, so that a ``torchrun`` job prints one stream. The progress display
+is a tqdm bar on a terminal and plain periodic log lines otherwise (CI logs, ``nohup``,
+cluster schedulers), as users expect.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ _FORMAT = "%(asctime)s %(levelname)s %(message)s"
 def setup_logging(log_file: Path | None, is_main: bool) -> None:
     """Attach the run's ``train.log`` handler once (rank 0); quieten other ranks."""
     root = logging.getLogger()
-    if not is_main:
-        root.setLevel(logging.WARNING)
+    if not is_main:  # rank 0 shows the job's warnings; the others speak only when they fail
+        root.setLevel(logging.ERROR)
+        logging.captureWarnings(True)
         return
     root.setLevel(logging.INFO)
     consoles = [h for h in root.handlers

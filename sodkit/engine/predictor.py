@@ -11,10 +11,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from ..data.loaders import shard_range
 from ..errors import UserError
-from ..imageio import IMAGE_EXTENSIONS, read_image, write_mask
+from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
 from ..paths import inside
-from .evaluator import predict_probabilities, to_uint8_at
+from .evaluator import MaskWriter, predict_probabilities, to_uint8_at
 from .runtime import Runtime, eval_mode
 
 logger = logging.getLogger(__name__)
@@ -72,16 +73,24 @@ def predict_files(
     batch_size: int = 8,
     num_workers: int = 0,
 ) -> list[Path]:
-    """Write ``out_dir/<stem>.png`` for every input; returns the written files."""
-    loader = DataLoader(_ImageFiles(paths, transform), batch_size=batch_size,
+    """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
+
+    Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
+    """
+    mine = [paths[i] for i in shard_range(len(paths), runtime.rank, runtime.world_size)]
+    loader = DataLoader(_ImageFiles(mine, transform), batch_size=batch_size,
                         num_workers=num_workers, collate_fn=_collate)
+    writer = MaskWriter(runtime, len(paths), batch_size)
     written = []
     with eval_mode(model):
         for batch in loader:
             probs = predict_probabilities(model, batch["image"].to(runtime.device), runtime)
+            files = []
             for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
-                target = inside(out_dir, f"{paths[index].stem}.png")
-                write_mask(target, to_uint8_at(probs[i : i + 1], tuple(size)))
+                target = inside(out_dir, f"{mine[index].stem}.png")
+                files.append((target, encode_mask(to_uint8_at(probs[i : i + 1], tuple(size)))))
                 written.append(target)
-    logger.info("wrote %d masks to %s", len(written), out_dir)
+            writer.send(files)
+    writer.finish()
+    logger.info("wrote %d masks to %s", len(paths), out_dir)
     return written

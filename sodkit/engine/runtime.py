@@ -2,8 +2,11 @@
 
 Everything else (networks, losses, metrics, datasets, the training loop) is plain code that asks
 the :class:`Runtime` to move tensors, run autocast, step the optimizer, reduce values over ranks
-and write files atomically. Under ``torchrun`` the environment variables it sets (``RANK``,
-``WORLD_SIZE``, ``LOCAL_RANK``) select distributed mode; otherwise the run is a single process.
+and write files atomically. Where this process sits in a job comes from its launcher's
+environment, read here and nowhere else (:func:`detect_dist_env`): ``torchrun`` (``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``, on one node or many), SLURM's ``srun`` without torchrun
+(``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``; the master is the first host of the node
+list), or neither (a single process).
 """
 
 from __future__ import annotations
@@ -12,7 +15,11 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import Iterator
+import re
+import socket
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +34,126 @@ from ..torchfile import load_checkpoint, numpy_state, plain_numpy_state, save_at
 logger = logging.getLogger(__name__)
 
 _DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+SLURM_BASE_PORT = 15000  # srun without MASTER_PORT: 15000 + SLURM_JOB_ID % 10000 (as Lightning)
 
 
+# ---------------------------------------------------------------------- launcher environment
+@dataclass(frozen=True)
+class DistEnv:
+    """This process's place in the job: global rank, world size, rank on its node, launcher."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    launcher: str = "none"  # "torchrun" (any env:// launcher), "slurm" or "none"
+    master_addr: str | None = None  # set for "slurm"; torchrun's rendezvous provides its own
+    master_port: int | None = None
+
+
+def detect_dist_env(environ: Mapping[str, str] | None = None) -> DistEnv:
+    """Read the launcher's variables; torchrun's win over SLURM's (torchrun inside srun).
+
+    Global rank and local rank are different things on several nodes: the device is picked by the
+    local rank, files are written and the data is sharded by the global rank.
+    """
+    env = os.environ if environ is None else environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        found = DistEnv(int(env["RANK"]), int(env["WORLD_SIZE"]),
+                        int(env.get("LOCAL_RANK", "0")), "torchrun")
+    elif "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1") or 1) > 1:
+        nodes = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
+        addr = env.get("MASTER_ADDR") or first_slurm_host(nodes)
+        if not addr:
+            raise ConfigError("SLURM launch: neither MASTER_ADDR nor SLURM_JOB_NODELIST is set")
+        port = int(env.get("MASTER_PORT") or slurm_port(env.get("SLURM_JOB_ID", "0")))
+        found = DistEnv(int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]),
+                        int(env.get("SLURM_LOCALID", "0")), "slurm", addr, port)
+    else:
+        return DistEnv()
+    if not 0 <= found.rank < found.world_size:
+        raise ConfigError(f"{found.launcher}: rank {found.rank} is outside a world of "
+                          f"{found.world_size} processes")
+    return found
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """First host of a SLURM node list, as ``scontrol show hostnames`` would print it first.
+
+    ``"gpu[07-09,12],cpu1"`` -> ``"gpu07"``, ``"rack[2-3]-n[01-04]"`` -> ``"rack2-n01"``; parsed
+    here so that compute nodes without ``scontrol`` in the PATH work too.
+    """
+    depth = 0
+    for i, char in enumerate(nodelist):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            nodelist = nodelist[:i]
+            break
+    match = re.fullmatch(r"([^\[\]]*)\[([^\]]+)\](.*)", nodelist.strip())
+    if match is None:
+        return nodelist.strip()
+    prefix, ranges, rest = match.groups()
+    return prefix + ranges.split(",")[0].split("-")[0] + first_slurm_host(rest)
+
+
+def slurm_port(job_id: str) -> int:
+    """A port every task of a job derives alike, different for neighbouring jobs."""
+    digits = re.sub(r"\D", "", job_id) or "0"
+    return SLURM_BASE_PORT + int(digits) % 10000
+
+
+def log_failure(exc: BaseException) -> None:
+    """Name this process's rank in an error: the line users read first when a job dies."""
+    env = detect_dist_env()
+    if env.world_size > 1:
+        logger.error("rank %d of %d (local rank %d on %s) failed: %s: %s", env.rank,
+                     env.world_size, env.local_rank, socket.gethostname(),
+                     type(exc).__name__, exc)
+
+
+# ---------------------------------------------------------------------- RNG states
+def rng_state(device: torch.device | None = None) -> dict[str, Any]:
+    """This process's RNG states as tensors and plain Python values (``weights_only`` loads it).
+
+    CUDA: only ``device``'s generator, never every visible GPU's (a resumed job may see fewer).
+    """
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": plain_numpy_state(np.random.get_state()),
+        "torch": torch.get_rng_state(),
+    }
+    if device is not None and device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: Mapping[str, Any], device: torch.device | None = None) -> None:
+    """Restore what :func:`rng_state` returned."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    np.random.set_state(numpy_state(state["numpy"]))
+    torch.set_rng_state(state["torch"])
+    cuda = state.get("cuda")
+    if isinstance(cuda, torch.Tensor) and device is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda, device)
+
+
+# ---------------------------------------------------------------------- the runtime
 class Runtime:
-    """Owns rank, device, precision (autocast + GradScaler), seeding and collective helpers."""
+    """Owns rank, device, process group, precision (autocast + GradScaler), seeding, collectives."""
 
     def __init__(self, cfg: RuntimeCfg) -> None:
         self.cfg = cfg
-        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.env = detect_dist_env()
+        self.rank, self.world_size = self.env.rank, self.env.world_size
+        self.local_rank = self.env.local_rank
+        if not self.is_main:  # other ranks print nothing unless they fail
+            logging.getLogger().setLevel(logging.ERROR)
+            logging.captureWarnings(True)
         self.device = self._pick_device(cfg.device)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         if self.world_size > 1 and not dist.is_initialized():
-            backend = "nccl" if self.device.type == "cuda" else "gloo"
-            dist.init_process_group(backend=backend, device_id=self._device_id())
+            self._init_process_group()
         self.amp_dtype = _DTYPES[cfg.precision]
         if cfg.precision == "fp16" and self.device.type != "cuda":
             raise ConfigError("runtime.precision: fp16 needs a CUDA device; use bf16 or fp32")
@@ -51,19 +162,35 @@ class Runtime:
 
     # ------------------------------------------------------------------ setup
     def _pick_device(self, name: str) -> torch.device:
+        """The local rank's GPU; the only one when the scheduler shows each process just one
+        (``srun --gpus-per-task=1`` sets CUDA_VISIBLE_DEVICES per task)."""
         if name == "auto":
-            name = f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu"
+            name = "cuda" if torch.cuda.is_available() else "cpu"
         device = torch.device(name)
         if device.type == "cuda":
             if not torch.cuda.is_available():
                 raise ConfigError(f"runtime.device: {name!r} asked for, but CUDA is not available")
             if device.index is None:
-                device = torch.device("cuda", self.local_rank)
+                visible = torch.cuda.device_count()
+                device = torch.device("cuda", 0 if visible == 1 else self.local_rank)
             torch.cuda.set_device(device)
         return device
 
-    def _device_id(self) -> torch.device | None:
-        return self.device if self.device.type == "cuda" else None
+    def _init_process_group(self) -> None:
+        """NCCL on CUDA, gloo on CPU; a timeout so that a lost peer ends the job, never hangs it."""
+        options: dict[str, Any] = {
+            "backend": "nccl" if self.device.type == "cuda" else "gloo",
+            "timeout": timedelta(seconds=self.cfg.dist_timeout_s),
+            "device_id": self.device if self.device.type == "cuda" else None,
+        }
+        if self.env.launcher == "slurm":  # no torchrun store: rendezvous at the first node
+            options.update(init_method=f"tcp://{self.env.master_addr}:{self.env.master_port}",
+                           rank=self.rank, world_size=self.world_size)
+        dist.init_process_group(**options)
+        if self.is_main:
+            logger.info("distributed: %d processes (%s, %s), master %s", self.world_size,
+                        self.env.launcher, options["backend"],
+                        self.env.master_addr or os.environ.get("MASTER_ADDR", "?"))
 
     @property
     def is_main(self) -> bool:
@@ -86,11 +213,29 @@ class Runtime:
 
     # ------------------------------------------------------------------ model and steps
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Move to the device and, under torchrun, wrap in DistributedDataParallel."""
+        """Move to the device and, when distributed, convert BatchNorm (``sync_bn``) and wrap in
+        DistributedDataParallel (rank 0's weights and buffers are broadcast at construction)."""
+        if self.distributed and self.cfg.sync_bn:
+            model = self._sync_batchnorm(model)
         model = model.to(self.device)
         if self.distributed:
             ids = [self.device.index] if self.device.type == "cuda" else None
             model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        return model
+
+    def _sync_batchnorm(self, model: nn.Module) -> nn.Module:
+        """``nn.SyncBatchNorm`` on CUDA (timm's converter: it knows its BatchNormAct layers);
+        on CPU, where SyncBatchNorm has no kernel, the all-reduce BatchNorm of sodkit.module."""
+        if self.device.type == "cuda":
+            from timm.layers import convert_sync_batchnorm
+
+            return convert_sync_batchnorm(model)
+        from ..module import convert_allreduce_batchnorm
+
+        model, skipped = convert_allreduce_batchnorm(model)
+        if skipped:
+            logger.warning("runtime.sync_bn on CPU: %s layers keep per-process statistics",
+                           ", ".join(sorted(set(skipped))))
         return model
 
     @staticmethod
@@ -147,12 +292,13 @@ class Runtime:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
-    def gather_objects(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj``, in rank order (picklable objects; used for metric states)."""
+    def gather_to_main(self, obj: Any) -> list[Any] | None:
+        """Every rank's ``obj`` in rank order on rank 0 (``None`` elsewhere): metric records and
+        RNG states are only needed where files are written, so no rank but 0 receives them."""
         if not self.distributed:
             return [obj]
-        out: list[Any] = [None] * self.world_size
-        dist.all_gather_object(out, obj)
+        out: list[Any] | None = [None] * self.world_size if self.is_main else None
+        dist.gather_object(obj, out, dst=0)
         return out
 
     def broadcast_object(self, obj: Any) -> Any:
@@ -161,6 +307,17 @@ class Runtime:
         box = [obj]
         dist.broadcast_object_list(box, src=0)
         return box[0]
+
+    def broadcast_buffers(self, model: nn.Module) -> None:
+        """Rank 0's buffers (BatchNorm statistics) on every rank before an evaluation.
+
+        DDP broadcasts buffers only at the start of a training forward, so after a step each rank
+        holds its own running statistics; evaluating with them would mix numbers of several
+        models instead of measuring the rank-0 weights that the checkpoint saves.
+        """
+        if self.distributed:
+            for buffer in self.unwrap(model).buffers():
+                dist.broadcast(buffer.data, src=0)
 
     def barrier(self) -> None:
         if self.distributed:
@@ -172,23 +329,11 @@ class Runtime:
 
     # ------------------------------------------------------------------ RNG and files
     def rng_state(self) -> dict[str, Any]:
-        """Every RNG's state as tensors and plain types, so weights-only loading reads it."""
-        state = {
-            "python": random.getstate(),
-            "numpy": plain_numpy_state(np.random.get_state()),
-            "torch": torch.get_rng_state(),
-        }
-        if torch.cuda.is_available():
-            state["cuda"] = torch.cuda.get_rng_state_all()
-        return state
+        """This rank's RNG states (see :func:`rng_state`)."""
+        return rng_state(self.device)
 
-    def set_rng_state(self, state: dict[str, Any]) -> None:
-        version, internal, gauss = state["python"]
-        random.setstate((version, tuple(internal), gauss))
-        np.random.set_state(numpy_state(state["numpy"]))
-        torch.set_rng_state(state["torch"])
-        if "cuda" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda"])
+    def set_rng_state(self, state: Mapping[str, Any]) -> None:
+        set_rng_state(state, self.device)
 
     @staticmethod
     def save_atomic(obj: Any, path: str | Path) -> None:

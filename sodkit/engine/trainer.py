@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from ..config import Config, save_config, to_dict
 from ..data import build_test_loaders, build_train_loader, set_epoch
 from ..errors import DataError
 from ..loss import build_criterion
+from ..module import freeze_batchnorm
 from ..network import build_network
 from ..optim import build_optimizer, build_scheduler
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
@@ -37,7 +40,9 @@ class Trainer:
         self.cfg, self.runtime, self.run_dir = cfg, runtime, run_dir
         self.train_loader = build_train_loader(cfg, runtime.rank, runtime.world_size)
         self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
-        self.model = runtime.wrap(build_network(cfg.model))
+        # Side outputs nobody trains are not computed (DDP needs a gradient for every parameter).
+        net = build_network(cfg.model, aux_outputs=cfg.loss.aux_weight > 0)
+        self.model = runtime.wrap(net)
         self.criterion = build_criterion(cfg.loss)
         micro_batches = len(self.train_loader) // cfg.train.accumulate
         if micro_batches == 0:
@@ -65,6 +70,16 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
+        """The checkpoint's content: tensors and plain Python values only (``weights_only``).
+
+        A collective: every rank calls it, and rank 0 receives every rank's RNG states (a list
+        indexed by rank) and place in the job. The sampler needs no state of its own: checkpoints
+        are written at epoch ends, and each rank's batches are a function of (seed, epoch, rank,
+        world size).
+        """
+        rt = self.runtime
+        me = {"rank": rt.rank, "local_rank": rt.local_rank, "host": socket.gethostname()}
+        ranks = rt.gather_to_main({**me, "rng": rt.rng_state()}) or []
         return {
             "format": CHECKPOINT_FORMAT,
             "model": self.runtime.unwrap(self.model).state_dict(),
@@ -75,7 +90,9 @@ class Trainer:
             "step": self.step,
             "best": self.best,
             "config": to_dict(self.cfg),
-            "rng": self.runtime.rng_state(),
+            "world_size": rt.world_size,
+            "ranks": [{k: v for k, v in r.items() if k != "rng"} for r in ranks],
+            "rng": [r["rng"] for r in ranks],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -84,7 +101,22 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.runtime.scaler.load_state_dict(state["scaler"])
         self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
-        self.runtime.set_rng_state(state["rng"])
+        self._restore_rng(state)
+
+    def _restore_rng(self, state: dict[str, Any]) -> None:
+        """Each rank gets its own RNG states back; another world size resumes, inexactly."""
+        rt = self.runtime
+        states = state["rng"]
+        if isinstance(states, Mapping):  # checkpoints of sodkit before per-rank states
+            states = [states]
+        saved = int(state.get("world_size", len(states)))
+        if saved != rt.world_size:
+            logger.warning(
+                "the checkpoint was written by %d processes and is resumed by %d: the global "
+                "batch, the data order and the steps per epoch change, so this run will not "
+                "reproduce the uninterrupted one", saved, rt.world_size)
+        if rt.rank < len(states):
+            rt.set_rng_state(states[rt.rank])
 
     # ------------------------------------------------------------------ loop
     def fit(self) -> EvalResult | None:
@@ -107,14 +139,14 @@ class Trainer:
             if cfg.train.keep_every and self.epoch % cfg.train.keep_every == 0:
                 self.checkpoints.save_snapshot(self.state_dict())
         result = self._evaluate(pred_root=self.run_dir / "predictions")
-        if self.runtime.is_main and not self.test_loaders:
-            self.checkpoints.save_last(self.state_dict())
         self.tb.close()
         return result
 
     def _train_epoch(self, epoch: int, meter: Throughput) -> None:
         cfg, rt = self.cfg, self.runtime
         self.model.train()
+        if cfg.train.freeze_bn:
+            freeze_batchnorm(self.model)
         bar = Progress(self.steps_per_epoch, f"epoch {epoch + 1}/{cfg.train.epochs}", rt.is_main)
         sums: dict[str, torch.Tensor] = {}
         count = 0
@@ -182,26 +214,34 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def _evaluate(self, pred_root: Path | None) -> EvalResult | None:
+        """Every rank evaluates its shard with rank 0's weights and buffers; rank 0 writes."""
         if not self.test_loaders:
             return None
+        rt = self.runtime
+        rt.broadcast_buffers(self.model)
         save = pred_root if self.cfg.eval.save_predictions else None
-        result = evaluate(self.model, self.test_loaders, self.runtime, self.cfg, save)
-        if self.runtime.is_main:
+        result = evaluate(self.model, self.test_loaders, rt, self.cfg, save)
+        improved = False
+        if rt.is_main:
             scalars = result.scalars()
             for name, values in scalars.items():
                 self.tb.scalars({f"eval/{name}/{k}": v for k, v in values.items()}, self.step)
-            self._update_best(scalars)
+            improved = self._update_best(scalars)
             self.tb.flush()  # before write_eval_outputs: report.html reads the event files
             if pred_root is not None:
                 write_eval_outputs(result, self.run_dir)
+        improved, self.best = rt.broadcast_object((improved, self.best))
+        if improved:  # state_dict gathers from every rank
+            self.checkpoints.save_best(self.state_dict())
         return result
 
-    def _update_best(self, scalars: dict[str, dict[str, float]]) -> None:
+    def _update_best(self, scalars: dict[str, dict[str, float]]) -> bool:
         value = self.checkpoints.score(scalars, self.cfg.eval)
-        if self.checkpoints.is_better(value, self.best, self.cfg.eval.metric):
-            self.best = {"metric": self.cfg.eval.metric, "value": value, "epoch": self.epoch}
-            self.checkpoints.save_best(self.state_dict())
-            logger.info("new best %s %.4f at epoch %d", self.cfg.eval.metric, value, self.epoch)
+        if not self.checkpoints.is_better(value, self.best, self.cfg.eval.metric):
+            return False
+        self.best = {"metric": self.cfg.eval.metric, "value": value, "epoch": self.epoch}
+        logger.info("new best %s %.4f at epoch %d", self.cfg.eval.metric, value, self.epoch)
+        return True
 
     def _log_start(self) -> None:
         net = self.runtime.unwrap(self.model)
@@ -214,8 +254,10 @@ class Trainer:
             self.runtime.world_size, self.cfg.runtime.precision,
         )
         logger.info(
-            "train images %d, global batch %d, %d steps/epoch x %d epochs; test sets: %s",
-            len(self.train_loader.dataset), self.global_batch, self.steps_per_epoch,
+            "train images %d, global batch %d (%d per process x %d accumulated x %d processes), "
+            "%d steps/epoch x %d epochs; test sets: %s",
+            len(self.train_loader.dataset), self.global_batch, self.cfg.data.batch_size,
+            self.cfg.train.accumulate, self.runtime.world_size, self.steps_per_epoch,
             self.cfg.train.epochs, sizes or "none",
         )
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"

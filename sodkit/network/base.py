@@ -7,7 +7,11 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
   supervision at their own resolutions (possibly an empty list);
 - a ``.backbone`` attribute (a :class:`~sodkit.backbone.Backbone`) so the optimizer can give it
   its own learning rate;
-- no loss, no device, rank or precision logic inside.
+- no loss, no device, rank or precision logic inside;
+- optionally ``set_aux_outputs(False)``: stop computing the side outputs (``"aux"`` becomes
+  ``[]``) and freeze the parameters only they use. A loss that ignores side outputs
+  (``loss.aux_weight: 0``) must not leave trainable parameters without gradients: DDP
+  (``find_unused_parameters=False``) fails on them at the second step.
 """
 
 from __future__ import annotations
@@ -23,10 +27,17 @@ from ..registry import Registry
 NETWORKS: Registry[Callable[[ModelCfg], nn.Module]] = Registry("network")
 
 
-def build_network(cfg: ModelCfg) -> nn.Module:
-    """The network named ``cfg.name``, with its backbone built (and weights loaded) from ``cfg``."""
+def build_network(cfg: ModelCfg, aux_outputs: bool = True) -> nn.Module:
+    """The network named ``cfg.name``, with its backbone built (and weights loaded) from ``cfg``.
+
+    ``aux_outputs=False``: side outputs are neither computed nor trained (their parameters stay
+    in the state dict, so checkpoints load whatever ``loss.aux_weight`` was).
+    """
     if cfg.name not in NETWORKS:
         raise ConfigError(f"model.name: {NETWORKS.unknown_message(cfg.name)}")
     if cfg.decoder_channels <= 0:
         raise ConfigError(f"model.decoder_channels: must be > 0, got {cfg.decoder_channels}")
-    return NETWORKS.get(cfg.name)(cfg)
+    net = NETWORKS.get(cfg.name)(cfg)
+    if not aux_outputs and hasattr(net, "set_aux_outputs"):
+        net.set_aux_outputs(False)
+    return net

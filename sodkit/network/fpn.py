@@ -33,6 +33,13 @@ class FPN(nn.Module):
         self.laterals = nn.ModuleList(ConvBNAct(c, width, kernel_size=1) for c in chans)
         self.smooth = nn.ModuleList(ConvBNAct(width, width, kernel_size=3) for _ in chans)
         self.heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans)
+        self.aux_outputs = True
+
+    def set_aux_outputs(self, enabled: bool) -> None:
+        """Compute (and train) the side heads or not; the finest head (``heads[0]``) always runs."""
+        self.aux_outputs = enabled
+        for head in self.heads[1:]:
+            head.requires_grad_(enabled)
 
     def forward(self, image: Tensor) -> dict[str, Tensor | list[Tensor]]:
         feats = self.backbone(image)
@@ -43,6 +50,7 @@ class FPN(nn.Module):
             if x is not None:
                 lateral = lateral + resize_to(x, lateral.shape[-2:])
             x = self.smooth[i](lateral)
-            sides.append(self.heads[i](x))
+            if i == 0 or self.aux_outputs:
+                sides.append(self.heads[i](x))
         logits = resize_to(sides[-1], image.shape[-2:])
         return {"logits": logits, "aux": sides[:-1]}

@@ -1,0 +1,281 @@
+"""Distributed training with real processes (gloo on CPU): torchrun on one and two "nodes", SLURM
+without torchrun, equivalence with one process, exact resume, failures, the run folder.
+
+One 2-process torchrun run (module fixture ``ddp_run``: SyncBatchNorm, multi-scale, 2 epochs of
+2 steps, no test sets) is the reference the other launches are compared with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from sodkit.cli import main
+from tests.sod_fixtures import write_duts_layout
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = str(ROOT / "configs" / "demo.yaml")
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+               "TORCHELASTIC_ERROR_FILE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+               "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID")
+
+pytestmark = pytest.mark.slow
+
+
+def overrides(data_root: Path, out: Path, name: str, batch: int = 4) -> list[str]:
+    """The training recipe every launch here shares (tiny: 16 images, 64-96 px, 4 steps).
+
+    SGD, not the demo's AdamW: Adam divides each gradient by its running RMS, so an entry whose
+    gradient is round-off sized (RMS ~2e-8 here) moves by a fraction of lr in a direction that
+    round-off picks, and two mathematically equal runs drift apart by up to 1.8e-3 on such
+    entries after 4 steps (measured; docs/distributed.md).
+    """
+    return [
+        f"data_root={data_root}", f"output_root={out}", f"name={name}",
+        "data.train=[{preset: duts-tr}]", "data.test=[]", "data.size=64",
+        "data.size_list=[64,96]", f"data.batch_size={batch}", "data.num_workers=0",
+        "model.backbone=resnet18", "model.decoder_channels=16", "train.epochs=2",
+        "train.keep_every=1", "train.log_every=1", "train.image_every=0",
+        "runtime.sync_bn=true", "runtime.deterministic=true", "runtime.dist_timeout_s=60",
+        "optim.name=sgd", "optim.lr=0.05",
+    ]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    return {**env, "OMP_NUM_THREADS": "1", **extra}
+
+
+def free_port(low: int | None = None, high: int | None = None) -> int:
+    for port in range(low, high) if low else [0]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port")
+
+
+def torchrun(*args: str, nproc: int = 2, launcher: list[str] | None = None,
+             timeout: int = 300) -> subprocess.CompletedProcess:
+    launcher = launcher or ["--standalone", f"--nproc_per_node={nproc}"]
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", *launcher, *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          env=clean_env())
+
+
+def last(run: Path, name: str = "last.pt") -> dict:
+    """A checkpoint, read the way weights-only loading reads it (tensors and plain types)."""
+    return torch.load(run / "checkpoints" / name, map_location="cpu", weights_only=True)
+
+
+def assert_same_model(a: dict, b: dict, atol: float = 0.0) -> None:
+    assert a.keys() == b.keys()
+    for key, value in a.items():
+        if atol == 0.0 or not value.is_floating_point():
+            assert torch.equal(value, b[key]), key
+        else:
+            torch.testing.assert_close(value, b[key], rtol=0, atol=atol, msg=key)
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory) -> Path:
+    return write_duts_layout(tmp_path_factory.mktemp("sod"), n_train=16, n_test=7)
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def ddp_run(data_root, out) -> Path:
+    """2 processes x batch 4 under torchrun. No test sets: this used to hang at the end."""
+    proc = torchrun("-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "ddp"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out / "ddp"
+
+
+def test_checkpoint_holds_every_ranks_state_and_loads_weights_only(ddp_run):
+    state = last(ddp_run)
+    assert (state["epoch"], state["step"], state["world_size"]) == (2, 4, 2)
+    assert [(r["rank"], r["local_rank"]) for r in state["ranks"]] == [(0, 0), (1, 1)]
+    assert len(state["rng"]) == 2
+    assert not torch.equal(state["rng"][0]["torch"], state["rng"][1]["torch"])  # own streams
+
+
+def test_two_processes_equal_one_process_with_the_double_batch(ddp_run, data_root, out):
+    """2 x batch 4 with sync_bn == 1 x batch 8: every weight and BatchNorm buffer, 4 steps."""
+    assert main(["train", CONFIG, *overrides(data_root, out, "single", batch=8)]) == 0
+    single, ddp = last(out / "single"), last(ddp_run)
+    assert single["step"] == ddp["step"] == 4
+    assert_same_model(ddp["model"], single["model"], atol=1e-5)
+
+
+def test_accumulation_equals_the_double_batch_with_frozen_batchnorm(data_root, out):
+    """1 x batch 4 x accumulate 2 == 1 x batch 8. BatchNorm in training mode normalises each
+    micro-batch by its own moments, so only frozen BatchNorm makes the two equal; multi-scale
+    draws a size per micro-batch, so one size here."""
+    frozen = ["train.freeze_bn=true", "runtime.sync_bn=false", "train.keep_every=0",
+              "data.size_list=[]"]
+    assert main(["train", CONFIG, *overrides(data_root, out, "acc"), "train.accumulate=2",
+                 *frozen]) == 0
+    assert main(["train", CONFIG, *overrides(data_root, out, "big", batch=8), *frozen]) == 0
+    acc, big = last(out / "acc"), last(out / "big")
+    assert acc["step"] == big["step"] == 4
+    assert_same_model(acc["model"], big["model"], atol=1e-5)
+
+
+def test_two_node_launch_equals_single_node(ddp_run, data_root, out):
+    """Two torchrun agents (--nnodes=2, one process each) rendezvous over c10d on 127.0.0.1."""
+    port = free_port()
+    procs = []
+    for node in (0, 1):
+        launcher = ["--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}",
+                    "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+                    "--rdzv_id=sodkit-test", "--max_restarts=0"]
+        cmd = [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "sodkit",
+               "train", CONFIG, *overrides(data_root, out, "twonode")]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-4000:]
+    state = last(out / "twonode")
+    assert [(r["rank"], r["local_rank"]) for r in state["ranks"]] == [(0, 0), (1, 0)]
+    assert_same_model(state["model"], last(ddp_run)["model"])
+
+
+def test_slurm_launch_without_torchrun_equals_torchrun(ddp_run, data_root, out):
+    """srun's variables only: master from the compact node list, port from the job id."""
+    port = free_port(15000, 25000)
+    procs = []
+    for rank in (0, 1):
+        env = clean_env(SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID=str(rank),
+                        SLURM_JOB_NODELIST="127.0.0.[1-4]", SLURM_JOB_ID=str(70000 + port - 15000))
+        cmd = [sys.executable, "-m", "sodkit", "train", CONFIG,
+               *overrides(data_root, out, "slurm")]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outputs = [proc.communicate(timeout=300) for proc in procs]
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err[-4000:]
+    assert outputs[1] == ("", "")  # rank 1 prints nothing
+    assert "slurm" in outputs[0][1]
+    assert_same_model(last(out / "slurm")["model"], last(ddp_run)["model"])
+
+
+def test_resume_under_torchrun_is_bitwise(ddp_run, data_root, out):
+    snapshot = ddp_run / "checkpoints" / "epoch_0001.pt"
+    proc = torchrun("-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "resumed"),
+                    "--resume", str(snapshot))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    resumed, straight = last(out / "resumed"), last(ddp_run)
+    assert (resumed["epoch"], resumed["step"]) == (2, 4)
+    assert_same_model(resumed["model"], straight["model"])
+    for key in ("rng", "optimizer"):
+        assert repr(resumed[key]) == repr(straight[key]), key
+    assert "resumed from" in (out / "resumed" / "train.log").read_text()
+
+
+def test_resume_on_another_world_size_warns(ddp_run, data_root, out, caplog):
+    snapshot = ddp_run / "checkpoints" / "epoch_0001.pt"
+    args = [*overrides(data_root, out, "fewer"), "train.keep_every=0"]
+    assert main(["train", CONFIG, *args, "--resume", str(snapshot)]) == 0
+    assert "written by 2 processes and is resumed by 1" in caplog.text
+
+
+@pytest.mark.parametrize("launch", ["torchrun", "slurm"])
+def test_a_failing_rank_stops_the_job_and_is_named(data_root, out, launch):
+    entry = [str(ROOT / "tests" / "ddp_fail_entry.py"), "1", "3", "train", CONFIG,
+             *overrides(data_root, out, f"fail_{launch}")]
+    start = time.monotonic()
+    if launch == "torchrun":
+        proc = torchrun(*entry, timeout=120)
+        codes, text = [proc.returncode], proc.stdout + proc.stderr
+    else:
+        port = str(free_port())
+        procs = [subprocess.Popen(
+            [sys.executable, *entry], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=clean_env(SLURM_PROCID=str(r), SLURM_NTASKS="2", SLURM_LOCALID=str(r),
+                          SLURM_JOB_NODELIST="localhost", MASTER_PORT=port)) for r in (0, 1)]
+        texts = [p.communicate(timeout=120)[0] for p in procs]
+        codes, text = [p.returncode for p in procs], "\n".join(texts)
+    elapsed = time.monotonic() - start
+    assert all(code != 0 for code in codes), text[-3000:]
+    assert elapsed < 60, elapsed
+    assert "rank 1 of 2" in text and "injected failure at step 3" in text, text[-3000:]
+
+
+def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
+    """`torchrun -m sodkit train configs/demo.yaml`: eval every epoch on both ranks (7 test images,
+    batch 3: shards of 4 and 3, so rank 1 joins one empty round of the prediction writer), side
+    heads off (aux_weight 0), per-rank BatchNorm statistics; rank 1 prints nothing."""
+    logs = out / "torchrun-logs"
+    args = [*overrides(data_root, out, "full"), "data.test=[{preset: duts-te}]",
+            "data.test_batch_size=3", "eval.every=1", "loss.aux_weight=0",
+            "runtime.sync_bn=false", "train.image_every=2", "train.keep_every=0"]
+    proc = torchrun("-m", "sodkit", "train", CONFIG, *args,
+                    launcher=["--standalone", "--nproc_per_node=2", f"--log-dir={logs}",
+                              "--redirects=3"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run = out / "full"
+    for name in ["config.yaml", "train.log", "checkpoints/last.pt", "checkpoints/best.pt",
+                 "results.json", "results.md", "results.csv", "samples.png", "curves/pr.png",
+                 "curves/fm.png"]:
+        assert (run / name).is_file(), name
+    assert len(list((run / "predictions" / "DUTS-TE").glob("*.png"))) == 7
+    assert sorted(p.name for p in run.iterdir()) == sorted(
+        [".sodkit-run", "config.yaml", "train.log", "tb", "checkpoints", "predictions",
+         "results.json", "results.md", "results.csv", "results_per_image.csv", "curves.json",
+         "report.html", "samples.png", "curves"])
+    rank1 = [p for p in logs.rglob("*.log") if p.parent.name == "1"]
+    assert rank1 and all(p.read_text() == "" for p in rank1)
+    log = (run / "train.log").read_text()
+    assert "global batch 8 (4 per process x 1 accumulated x 2 processes)" in log
+    assert "effective base LR" in log and "img/s" in log and "epoch 2/2 step 4/4" in log
+    # the in-training evaluation measured rank 0's weights and buffers: 1 process agrees
+    state = last(run)
+    assert state["best"]["epoch"] in (1, 2)
+    test_args = [*args[:3], *args[3:], "name=full_single"]
+    assert main(["test", CONFIG, *test_args, "--checkpoint", str(run / "checkpoints/last.pt")]) == 0
+    ddp = json.loads((run / "results.json").read_text())["DUTS-TE"]
+    single_dir = out / "full_single" / "eval" / "last"  # where `sodkit test` writes
+    single = json.loads((single_dir / "results.json").read_text())["DUTS-TE"]
+    assert ddp.keys() == single.keys()
+    for key, value in single.items():
+        assert abs(ddp[key] - value) <= 1e-12, key
+    for pred in (run / "predictions" / "DUTS-TE").glob("*.png"):
+        assert pred.read_bytes() == (single_dir / "predictions/DUTS-TE" / pred.name).read_bytes()
+    # `sodkit predict` under torchrun: each rank its shard, rank 0 writes, same bytes
+    images = data_root / "DUTS-TE" / "DUTS-TE-Image"
+    ckpt = str(run / "checkpoints" / "last.pt")
+    proc = torchrun("-m", "sodkit", "predict", str(images), "--checkpoint", ckpt, "--out",
+                    str(out / "pred_ddp"), "--batch-size", "3", "--workers", "0")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert main(["predict", str(images), "--checkpoint", ckpt, "--out", str(out / "pred_one"),
+                 "--batch-size", "3", "--workers", "0"]) == 0
+    one = sorted((out / "pred_one").glob("*.png"))
+    assert len(one) == 7
+    assert [p.read_bytes() for p in one] == [(out / "pred_ddp" / p.name).read_bytes() for p in one]
+
+
+def test_a_missing_peer_ends_the_job_after_the_timeout(data_root, out):
+    """A rank whose peer never starts gives up after runtime.dist_timeout_s, naming itself."""
+    env = clean_env(SLURM_PROCID="0", SLURM_NTASKS="2", SLURM_LOCALID="0",
+                    SLURM_JOB_NODELIST="localhost", MASTER_PORT=str(free_port()))
+    args = [*overrides(data_root, out, "lonely"), "runtime.dist_timeout_s=3"]
+    proc = subprocess.run([sys.executable, "-m", "sodkit", "train", CONFIG, *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "rank 0 of 2" in proc.stderr and "1/2 clients joined" in proc.stderr
