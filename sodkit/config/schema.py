@@ -51,6 +51,8 @@ class ModelCfg:
     decoder_channels: int = 64
     out_indices: list[int] | None = None  # backbone stages to use; None = all
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
+    # gradient checkpointing: recompute activations in backward instead of keeping them
+    checkpointing: Literal["off", "backbone", "decoder", "all"] = "off"
 
 
 @dataclass
@@ -102,6 +104,7 @@ class EvalCfg:
     metric_dataset: str | None = None  # dataset for `metric`; None = mean over test sets
     save_predictions: bool = True
     num_samples: int = 8  # test images shown in samples.png
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype of evaluation
 
 
 @dataclass

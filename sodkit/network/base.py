@@ -7,6 +7,9 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
   supervision at their own resolutions (possibly an empty list);
 - a ``.backbone`` attribute (a :class:`~sodkit.backbone.Backbone`) so the optimizer can give it
   its own learning rate;
+- gradient checkpointing: ``build_network`` switches the backbone's with
+  ``backbone.set_checkpointing`` and sets ``checkpoint_decoder``; the network runs its decoder
+  levels through :func:`~sodkit.module.checkpoint.checkpoint_segment` when that is True;
 - no loss, no device, rank or precision logic inside.
 """
 
@@ -20,6 +23,8 @@ from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
 from ..registry import Registry
 
+CHECKPOINTING = ("off", "backbone", "decoder", "all")  # model.checkpointing values
+
 NETWORKS: Registry[Callable[[ModelCfg], nn.Module]] = Registry("network")
 
 
@@ -29,4 +34,15 @@ def build_network(cfg: ModelCfg) -> nn.Module:
         raise ConfigError(f"model.name: {NETWORKS.unknown_message(cfg.name)}")
     if cfg.decoder_channels <= 0:
         raise ConfigError(f"model.decoder_channels: must be > 0, got {cfg.decoder_channels}")
-    return NETWORKS.get(cfg.name)(cfg)
+    net = NETWORKS.get(cfg.name)(cfg)
+    set_checkpointing(net, cfg.checkpointing)
+    return net
+
+
+def set_checkpointing(net: nn.Module, mode: str) -> None:
+    """``model.checkpointing``: off | backbone | decoder | all."""
+    if mode not in CHECKPOINTING:
+        raise ConfigError(f"model.checkpointing: {mode!r} is not one of {list(CHECKPOINTING)}")
+    net.backbone.set_checkpointing(mode in ("backbone", "all"))
+    net.checkpoint_decoder = mode in ("decoder", "all")
+
