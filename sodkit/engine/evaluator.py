@@ -40,9 +40,12 @@ class EvalResult:
         return {name: scalar_metrics(result) for name, result in self.metrics.items()}
 
 
-def predict_probabilities(model: nn.Module, images: torch.Tensor, runtime: Runtime) -> torch.Tensor:
-    """Saliency probabilities (B, 1, h, w) in float32 for a normalised batch."""
-    with runtime.autocast():
+def predict_probabilities(
+    model: nn.Module, images: torch.Tensor, runtime: Runtime, precision: str = "fp32"
+) -> torch.Tensor:
+    """Saliency probabilities (B, 1, h, w) in float32 for a normalised batch; the forward runs
+    at ``precision`` (``eval.precision``: fp32 unless the config says otherwise)."""
+    with runtime.autocast(precision):
         logits = model(images)["logits"]
     return torch.sigmoid(logits.float())
 
@@ -89,7 +92,7 @@ def _run_dataset(
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
     for batch in loader:
         images = batch["image"].to(runtime.device, non_blocking=True)
-        probs = predict_probabilities(net, images, runtime)
+        probs = predict_probabilities(net, images, runtime, cfg.eval.precision)
         for i, gt in enumerate(batch["gt"]):
             pred = to_uint8_at(probs[i : i + 1], gt.shape)
             if pred_root is not None:

@@ -96,10 +96,14 @@ class Runtime:
     def unwrap(model: nn.Module) -> nn.Module:
         return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        if self.amp_dtype is None:
+    def autocast(self, precision: str | None = None) -> contextlib.AbstractContextManager:
+        """Autocast at ``runtime.precision``, or at ``precision`` (e.g. ``eval.precision``)."""
+        dtype = self.amp_dtype if precision is None else _DTYPES[precision]
+        if dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        if dtype == torch.float16 and self.device.type != "cuda":
+            raise ConfigError("precision fp16 needs a CUDA device; use bf16 or fp32")
+        return torch.autocast(self.device.type, dtype=dtype)
 
     def accumulation_context(
         self, model: nn.Module, sync: bool
