@@ -14,7 +14,7 @@ from . import __version__
 from .errors import UserError
 
 # sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
-COMMANDS = ["train", "test", "predict", "eval"]
+COMMANDS = ["train", "test", "predict", "eval", "bench", "info"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -123,6 +123,8 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, key + ".")
     if origin is Literal:
+        if isinstance(value, bool) and ("off" if value is False else "on") in args:
+            value = "off" if value is False else "on"  # YAML 1.1 reads a bare off / on as bool
         if value not in args:
             raise ConfigError(unknown_value_message(key, value, args))
         return value

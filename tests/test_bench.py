@@ -1,0 +1,29 @@
+"""``sodkit bench``: every memory variant in its own process, rows with every field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sodkit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["data.size=32", "data.batch_size=2", "model.decoder_channels=8"]
+
+
+def test_bench_memory_gives_four_rows(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "memory.json"
+    code = main(["bench", "memory", str(ROOT / "configs" / "demo.yaml"), *TINY,
+                 "--steps", "1", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())
+    assert [r["variant"] for r in rows] == ["plain", "checkpointing", "amp", "amp+checkpointing"]
+    for row in rows:
+        for key in ["peak_mb", "saved_mb", "step_s", "ratio_peak", "ratio_time"]:
+            assert isinstance(row[key], float | int) and row[key] >= 0, (row["variant"], key)
+    assert rows[0]["ratio_peak"] == rows[0]["ratio_time"] == 1.0
+    assert [r["precision"] for r in rows] == ["fp32", "fp32", "bf16", "bf16"]
+    assert [r["checkpointing"] for r in rows] == ["off", "all", "off", "all"]
+    assert rows[1]["saved_mb"] < rows[0]["saved_mb"]  # machine-independent: exact bytes
+    table = capsys.readouterr().out
+    assert "| amp+checkpointing |" in table and "MALLOC_MMAP_THRESHOLD_" in table
