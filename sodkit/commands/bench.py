@@ -56,16 +56,14 @@ def run_variant(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any
 
 def memory_rows(args: argparse.Namespace, device: str) -> list[dict[str, Any]]:
     amp = "fp16" if device.startswith("cuda") else "bf16"
-    rows = []
-    for name, overrides in variants(amp).items():
-        row = {"variant": name, **run_variant(args, overrides)}
-        rows.append(row)
+    rows = [{"variant": name, **run_variant(args, overrides)}
+            for name, overrides in variants(amp).items()]
     plain = rows[0]
     for row in rows:
-        row["saved_mb"] = round(row["saved_mb"], 2)
-        row["ratio_peak"] = round(row["peak_mb"] / plain["peak_mb"], 3) if plain["peak_mb"] else None
+        row["ratio_peak"] = round(row["peak_mb"] / max(plain["peak_mb"], 1e-9), 3)
         row["ratio_time"] = round(row["step_s"] / plain["step_s"], 3)
-        row["peak_mb"], row["step_s"] = round(row["peak_mb"], 1), round(row["step_s"], 4)
+        row["peak_mb"], row["saved_mb"] = round(row["peak_mb"], 1), round(row["saved_mb"], 2)
+        row["step_s"] = round(row["step_s"], 4)
     return rows
 
 
