@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from sodkit.cli import main
+from tests.sod_fixtures import write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["data.size=32", "data.batch_size=2", "model.decoder_channels=8"]
@@ -27,3 +28,17 @@ def test_bench_memory_gives_four_rows(tmp_path: Path, capsys) -> None:
     assert rows[1]["saved_mb"] < rows[0]["saved_mb"]  # machine-independent: exact bytes
     table = capsys.readouterr().out
     assert "| amp+checkpointing |" in table and "MALLOC_MMAP_THRESHOLD_" in table
+
+
+def test_bench_speed_names_a_bottleneck(tmp_path: Path, capsys) -> None:
+    data = write_duts_layout(tmp_path / "data", n_train=8, n_test=2)
+    out = tmp_path / "speed.json"
+    code = main(["bench", "speed", str(ROOT / "configs" / "demo.yaml"), *TINY,
+                 f"data_root={data}", "data.train=[{preset: duts-tr}]",
+                 "data.test=[{preset: duts-te}]", "--steps", "2", "--json", str(out)])
+    assert code == 0
+    row = json.loads(out.read_text())
+    for key in ["loader", "step", "loop", "eval"]:
+        assert row[key] > 0, key
+    assert row["bottleneck"] in ("loader", "step")
+    assert "bottleneck:" in capsys.readouterr().out

@@ -176,12 +176,13 @@ def _check_values(cfg: Config) -> None:
         "train.accumulate": cfg.train.accumulate,
         "train.log_every": cfg.train.log_every,
         "train.checkpoint_every": cfg.train.checkpoint_every,
+        "data.prefetch_factor": cfg.data.prefetch_factor,
         "optim.base_batch_size": cfg.optim.base_batch_size,
     }
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{key}: must be > 0, got {value}")
-    for key, value in {"optim.lr": cfg.optim.lr, "data.num_workers": cfg.data.num_workers,
+    for key, value in {"optim.lr": cfg.optim.lr, "data.num_workers": cfg.data.num_workers or 0,
                        "train.image_every": cfg.train.image_every, "eval.every": cfg.eval.every,
                        "train.keep_every": cfg.train.keep_every,
                        "optim.weight_decay": cfg.optim.weight_decay}.items():

@@ -33,9 +33,10 @@ class DataCfg:
     size_list: list[int] = field(default_factory=list)  # multi-scale: a size per batch from this
     batch_size: int = 8  # per process
     test_batch_size: int = 8  # per process
-    num_workers: int = 4
-    pin_memory: bool = True
-    persistent_workers: bool = True
+    num_workers: int | None = None  # loader processes; None = from the core count (resources.py)
+    pin_memory: bool = True  # page-locked batches for non_blocking copies (CUDA only)
+    persistent_workers: bool = True  # keep the training loader's workers between epochs
+    prefetch_factor: int = 2  # batches each worker prepares ahead
     hflip: float = 0.5  # probability of a horizontal flip
     rotation: float = 10.0  # max degrees of the random rotation (0 disables)
     color_jitter: float = 0.1  # brightness/contrast/saturation strength (0 disables)
@@ -113,7 +114,9 @@ class RuntimeCfg:
     seed: int = 42
     deterministic: bool = False
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype (fp16 needs CUDA)
-    num_threads: int | None = None  # torch intra-op threads per process (None = torch default)
+    num_threads: int | None = None  # torch intra-op threads per process; None = from the cores
+    channels_last: bool = False  # NHWC memory format for the model and the images
+    compile: bool = False  # torch.compile the training model (refused where it cannot work)
 
 
 @dataclass

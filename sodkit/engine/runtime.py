@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..config import ConfigError, RuntimeCfg
+from ..resources import default_threads
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +38,7 @@ class Runtime:
         self.rank = int(os.environ.get("RANK", "0"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.device = self._pick_device(cfg.device)
-        if cfg.num_threads:
-            torch.set_num_threads(cfg.num_threads)
+        torch.set_num_threads(cfg.num_threads or default_threads())
         if self.world_size > 1 and not dist.is_initialized():
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend=backend, device_id=self._device_id())
