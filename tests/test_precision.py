@@ -123,3 +123,24 @@ def test_grad_scaler_state_round_trips_through_a_checkpoint(tmp_path: Path) -> N
     assert second.runtime.scaler.state_dict() == first.runtime.scaler.state_dict()
     # fp32 on the CPU: a disabled scaler, whose (empty) state is still saved and restored.
     assert Trainer(cfg, Runtime(cfg.runtime), tmp_path / "c").state_dict()["scaler"] == {}
+
+
+def test_channels_last_step_matches_the_default_layout() -> None:
+    steps = {}
+    for channels_last in (False, True):
+        runtime = Runtime(RuntimeCfg(device="cpu", seed=0, channels_last=channels_last))
+        model = runtime.wrap(build_network(ModelCfg(backbone="resnet18", decoder_channels=8)))
+        if channels_last:
+            conv = model.backbone.body.conv1.weight
+            assert conv.is_contiguous(memory_format=torch.channels_last)
+        optimizer = build_optimizer(model, OptimCfg(lr=1e-3), 2)
+        step = TrainStep(model, build_criterion(LossCfg()), optimizer, runtime)
+        steps[channels_last] = step(_batches()).terms["loss"]
+    assert torch.allclose(steps[False], steps[True], rtol=1e-4)
+
+
+def test_compile_is_refused_with_checkpointing() -> None:
+    runtime = Runtime(RuntimeCfg(device="cpu", seed=0, compile=True))
+    model = build_network(ModelCfg(backbone="resnet18", decoder_channels=8, checkpointing="all"))
+    with pytest.raises(ConfigError, match="runtime.compile: torch.compile does not accept"):
+        runtime.wrap(model)

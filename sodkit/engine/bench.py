@@ -57,7 +57,7 @@ def measure_memory(cfg: Config, steps: int) -> dict[str, Any]:
     device = runtime.device
     batch = random_batch(cfg, device)
     step([batch])  # warm-up: optimizer state, allocator caches, kernel selection
-    peaks, times = [], []
+    peaks, totals, times = [], [], []
     for _ in range(steps):
         with PeakMemory(device) as peak:
             start = time.perf_counter()
@@ -65,9 +65,11 @@ def measure_memory(cfg: Config, steps: int) -> dict[str, Any]:
             _synchronize(device)
             times.append(time.perf_counter() - start)
         peaks.append(peak.added_bytes)
+        totals.append(peak.peak_bytes)
     with SavedTensors(runtime.unwrap(step.model)) as saved:
         step([batch])
     return {"peak_mb": max(peaks) / MB, "saved_mb": saved.nbytes / MB,
+            "peak_total_mb": max(totals) / MB, "rank": runtime.rank,
             "step_s": statistics.median(times), "steps": steps, "device": str(device),
             "precision": cfg.runtime.precision, "checkpointing": cfg.model.checkpointing}
 

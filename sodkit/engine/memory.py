@@ -80,7 +80,8 @@ class PeakMemory:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.added_bytes = 0
+        self.added_bytes = 0  # peak during the block minus what was resident before it
+        self.peak_bytes = 0  # the peak itself (CUDA: allocated by torch; CPU: resident set)
 
     def __enter__(self) -> PeakMemory:
         gc.collect()
@@ -99,4 +100,5 @@ class PeakMemory:
             peak = torch.cuda.max_memory_allocated(self.device)
         else:
             peak = _proc_status_kb("VmHWM") * 1024
+        self.peak_bytes = peak
         self.added_bytes = max(peak - self._before, 0)

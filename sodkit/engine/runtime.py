@@ -23,6 +23,7 @@ from torch import nn
 
 from ..config import ConfigError, RuntimeCfg
 from ..resources import default_threads
+from .accel import compile_model, to_channels_last
 
 logger = logging.getLogger(__name__)
 
@@ -85,15 +86,21 @@ class Runtime:
 
     # ------------------------------------------------------------------ model and steps
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Move to the device and, under torchrun, wrap in DistributedDataParallel."""
+        """Move to the device (channels-last if asked), wrap in DDP under torchrun, compile if
+        asked (:mod:`sodkit.engine.accel`)."""
         model = model.to(self.device)
+        if self.cfg.channels_last:
+            model = model.to(memory_format=torch.channels_last)
         if self.distributed:
             ids = [self.device.index] if self.device.type == "cuda" else None
             model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        if self.cfg.compile:
+            model = compile_model(model, self.device)
         return model
 
     @staticmethod
     def unwrap(model: nn.Module) -> nn.Module:
+        model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
         return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
     def autocast(self, precision: str | None = None) -> contextlib.AbstractContextManager:
@@ -130,11 +137,15 @@ class Runtime:
         return norm
 
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        non_blocking = self.device.type == "cuda"
-        return {
+        non_blocking = self.device.type == "cuda"  # overlaps with compute from pinned memory
+        batch = {
             k: v.to(self.device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
             for k, v in batch.items()
         }
+        if self.cfg.channels_last:
+            batch = {k: to_channels_last(v) if isinstance(v, torch.Tensor) else v
+                     for k, v in batch.items()}
+        return batch
 
     # ------------------------------------------------------------------ collectives
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
