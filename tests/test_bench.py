@@ -35,10 +35,12 @@ def test_bench_speed_names_a_bottleneck(tmp_path: Path, capsys) -> None:
     out = tmp_path / "speed.json"
     code = main(["bench", "speed", str(ROOT / "configs" / "demo.yaml"), *TINY,
                  f"data_root={data}", "data.train=[{preset: duts-tr}]",
-                 "data.test=[{preset: duts-te}]", "--steps", "2", "--json", str(out)])
+                 "data.test=[{preset: duts-te}]", "--steps", "2", "--rounds", "2",
+                 "--json", str(out)])
     assert code == 0
     row = json.loads(out.read_text())
     for key in ["loader", "step", "loop", "eval"]:
         assert row[key] > 0, key
     assert row["bottleneck"] in ("loader", "step")
+    assert [len(row["rounds"][k]) for k in ("loader", "step", "loop", "eval")] == [2, 2, 2, 1]
     assert "bottleneck:" in capsys.readouterr().out

@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--steps", type=int, default=5,
                         help="measured steps per variant / stage, after one warm-up step")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="speed: interleaved rounds of loader / step / loop (medians)")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
 
 
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "speed":
         from ..engine.speed import measure_speed, speed_table
 
-        rows = measure_speed(cfg, args.steps)
+        rows = measure_speed(cfg, args.steps, max(args.rounds, 1))
         print(speed_table(rows))
     else:
         import torch

@@ -9,13 +9,15 @@ Four measurements on the config as it would train (same loaders, workers, thread
 - ``eval``: :func:`~sodkit.engine.evaluator.evaluate` over the test sets (inference, resizing
   to the GT, metrics), without writing files.
 
-Each runs a warm-up first (worker start, allocations, the optimizer's state). The loop cannot be
-faster than the slower of loader and step; the report names that one.
+Each runs a warm-up first (worker start, allocations, the optimizer's state); loader, step and
+loop then run in interleaved rounds (medians reported), so that load from other processes hits
+them alike. The loop cannot be faster than the slower of loader and step; the report names it.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import tempfile
 import time
 from dataclasses import replace
@@ -37,71 +39,83 @@ def _rate(images: int, seconds: float) -> float:
     return images / max(seconds, 1e-9)
 
 
-def loader_speed(cfg: Config, steps: int) -> float:
-    loader = build_train_loader(cfg)
+def _timed_batches(loader: Any, steps: int) -> float:
+    """images/s of ``steps`` batches from a fresh iterator, after its first batch."""
     batches = iter(loader)
-    next(batches)  # workers started, first batch done
+    next(batches)  # workers (re)started, first batch done
     start, images = time.perf_counter(), 0
     for _ in range(min(steps, len(loader) - 1)):
         images += next(batches)["image"].shape[0]
     return _rate(images, time.perf_counter() - start)
 
 
-def step_speed(cfg: Config, steps: int) -> float:
-    step, runtime = build_train_step(cfg)
-    batch = random_batch(cfg, runtime.device)
-    step([batch])
+def _timed_steps(step: Any, batch: dict, steps: int, device: torch.device) -> float:
     start = time.perf_counter()
     images = sum(step([batch]).images for _ in range(steps))
-    if runtime.device.type == "cuda":
-        torch.cuda.synchronize(runtime.device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return _rate(images, time.perf_counter() - start)
 
 
-def loop_and_eval_speed(cfg: Config, steps: int) -> tuple[float, float | None]:
-    """The trainer's epoch loop over ``steps`` steps, then one evaluation of the test sets."""
+def _timed_loop(trainer: Any, steps: int) -> float:
+    """The trainer's epoch loop over ``steps`` steps, loader start included (as every epoch)."""
+    trainer.steps_per_epoch = min(steps, len(trainer.train_loader) // trainer.cfg.train.accumulate)
+    start = time.perf_counter()
+    trainer._train_epoch(0, Throughput(trainer.steps_per_epoch, 0))
+    images = trainer.steps_per_epoch * trainer.cfg.train.accumulate * trainer.cfg.data.batch_size
+    return _rate(images, time.perf_counter() - start)
+
+
+def _timed_eval(trainer: Any) -> float | None:
     from .evaluator import evaluate
+
+    if not trainer.test_loaders:
+        return None
+    start = time.perf_counter()
+    evaluate(trainer.model, trainer.test_loaders, trainer.runtime, trainer.cfg, None)
+    count = sum(len(loader.dataset) for loader in trainer.test_loaders.values())
+    return _rate(count, time.perf_counter() - start)
+
+
+def _rounds(cfg: Config, steps: int, rounds: int, folder: Path) -> dict[str, list[float]]:
     from .runtime import Runtime
     from .trainer import Trainer
 
-    with tempfile.TemporaryDirectory() as tmp:
-        runtime = Runtime(cfg.runtime)
-        trainer = Trainer(replace(cfg, train=replace(cfg.train, image_every=0)), runtime,
-                          Path(tmp))
-        trainer.steps_per_epoch = 1
-        trainer._train_epoch(0, Throughput(1, 0))  # warm-up
-        trainer.steps_per_epoch = min(steps, len(trainer.train_loader) // cfg.train.accumulate)
-        start = time.perf_counter()
-        trainer._train_epoch(0, Throughput(trainer.steps_per_epoch, 0))
-        images = trainer.steps_per_epoch * cfg.train.accumulate * cfg.data.batch_size
-        loop = _rate(images, time.perf_counter() - start)
-        trainer.tb.close()
-        if not trainer.test_loaders:
-            return loop, None
-        start = time.perf_counter()
-        evaluate(trainer.model, trainer.test_loaders, runtime, trainer.cfg, None)
-        count = sum(len(loader.dataset) for loader in trainer.test_loaders.values())
-        return loop, _rate(count, time.perf_counter() - start)
+    loader = build_train_loader(cfg)
+    step, runtime = build_train_step(cfg)
+    batch = random_batch(cfg, runtime.device)
+    step([batch])  # warm-up
+    trainer = Trainer(replace(cfg, train=replace(cfg.train, image_every=0)), Runtime(cfg.runtime),
+                      folder)
+    _timed_loop(trainer, 1)  # warm-up
+    rates: dict[str, list[float]] = {"loader": [], "step": [], "loop": []}
+    for _ in range(rounds):  # interleaved, so that a neighbour's load hits all three alike
+        rates["loader"].append(_timed_batches(loader, steps))
+        rates["step"].append(_timed_steps(step, batch, steps, runtime.device))
+        rates["loop"].append(_timed_loop(trainer, steps))
+    evaluation = _timed_eval(trainer)
+    rates["eval"] = [evaluation] if evaluation is not None else []
+    trainer.tb.close()
+    return rates
 
 
-def measure_speed(cfg: Config, steps: int) -> dict[str, Any]:
-    """images/s of loader, step, loop and eval, the setting they ran with, and the bottleneck."""
+def measure_speed(cfg: Config, steps: int, rounds: int = 1) -> dict[str, Any]:
+    """Median images/s of loader, step and loop over interleaved rounds, evaluation once, the
+    setting they ran with, and the bottleneck."""
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.WARNING)  # the trainer's own log lines would interleave with the table
     try:
-        loader = loader_speed(cfg, steps)
-        step = step_speed(cfg, steps)
-        loop, evaluation = loop_and_eval_speed(cfg, steps)
+        with tempfile.TemporaryDirectory() as tmp:
+            rates = _rounds(cfg, steps, rounds, Path(tmp))
     finally:
         root.setLevel(level)
-    bottleneck = "loader" if loader < step else "step"
-    return {"loader": loader, "step": step, "loop": loop, "eval": evaluation,
-            "bottleneck": bottleneck, "loop_over_step": loop / step,
-            "loader_over_step": loader / step,
-            "workers": resolve_workers(cfg.data.num_workers),
-            "threads": torch.get_num_threads(), "batch": cfg.data.batch_size,
-            "size": cfg.data.size, "steps": steps}
+    med = {k: statistics.median(v) if v else None for k, v in rates.items()}
+    return {**med, "rounds": rates, "bottleneck": "loader" if med["loader"] < med["step"] else
+            "step", "loop_over_step": med["loop"] / med["step"],
+            "loader_over_step": med["loader"] / med["step"],
+            "workers": resolve_workers(cfg.data.num_workers), "threads": torch.get_num_threads(),
+            "batch": cfg.data.batch_size, "size": cfg.data.size, "steps": steps}
 
 
 def speed_table(r: dict[str, Any]) -> str:
@@ -110,8 +124,9 @@ def speed_table(r: dict[str, Any]) -> str:
            if r["bottleneck"] == "loader" else
            "the training step (compute): the loader keeps up")
     return "\n".join([
-        f"batch {r['batch']} x {r['size']}px, {r['steps']} steps, data.num_workers "
-        f"{r['workers']}, {r['threads']} compute threads", "",
+        f"batch {r['batch']} x {r['size']}px, {r['steps']} steps x {len(r['rounds']['step'])} "
+        f"interleaved rounds (medians), data.num_workers {r['workers']}, {r['threads']} compute "
+        "threads", "",
         "| part | images/s |", "|---|---:|",
         f"| loader alone | {r['loader']:.1f} |",
         f"| training step on in-memory tensors | {r['step']:.1f} |",
