@@ -11,10 +11,7 @@ config's input size and batch size; no data loader, so only the loops differ):
   accumulation context), the LR scheduler, loss bookkeeping, throughput meter and the log line
   every ``train.log_every`` steps (with its one device sync), exactly as ``sodkit train`` runs.
 
-First, rounds in which the two loops' steps alternate one by one (the sodkit loop's batches come
-from an iterable that runs and times one bare step before handing out each batch; sodkit's time is
-the loop's minus those), the figure least disturbed by other processes on a shared machine. Then
-rounds that alternate whole loops (bare, sodkit, bare, ...).
+Rounds alternate bare / sodkit so that a neighbour's load on a shared machine hits both alike.
 Two figures: the median of the rounds' ratios, and the ratio of each loop's fastest round (load
 from other processes only ever slows a round down, so the fastest round is the closest to the
 loop's own speed, as ``timeit`` reports).
@@ -59,34 +56,6 @@ def bare_loop(trainer: Trainer, batches: list[dict], optimizer: torch.optim.Opti
         optimizer.zero_grad(set_to_none=True)
 
 
-class Paired:
-    """Batches for the sodkit loop that run (and time) one bare step before yielding each, so
-    that both loops' steps alternate one by one under the same load."""
-
-    def __init__(self, trainer: Trainer, batches: list[dict], optimizer) -> None:
-        self.trainer, self.batches, self.optimizer = trainer, batches, optimizer
-        self.bare_seconds = 0.0
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __iter__(self):
-        for batch in self.batches:
-            start = time.perf_counter()
-            bare_loop(self.trainer, [batch], self.optimizer)
-            self.bare_seconds += time.perf_counter() - start
-            yield batch
-
-
-def paired_ratio(trainer: Trainer, batches: list[dict], optimizer) -> tuple[float, float]:
-    """(bare steps/s, sodkit steps/s) with the two loops' steps alternating one by one."""
-    paired = Paired(trainer, batches, optimizer)
-    start = time.perf_counter()
-    sodkit_loop(trainer, paired)
-    total = time.perf_counter() - start
-    return len(batches) / paired.bare_seconds, len(batches) / (total - paired.bare_seconds)
-
-
 def sodkit_loop(trainer: Trainer, batches: list[dict]) -> None:
     trainer.train_loader = batches
     trainer.steps_per_epoch = len(batches)
@@ -113,7 +82,6 @@ def main() -> None:
         trainer.model.train()
         bare_loop(trainer, batches[:2], optimizer)  # warm-up: allocations, optimizer state
         sodkit_loop(trainer, batches[:2])
-        paired = [paired_ratio(trainer, batches, optimizer) for _ in range(args.rounds)]
         rows = []
         for _ in range(args.rounds):
             start = time.perf_counter()
@@ -130,11 +98,6 @@ def main() -> None:
     print("| round | bare steps/s | sodkit steps/s | ratio |\n|---:|---:|---:|---:|")
     for i, ((bare, ours), ratio) in enumerate(zip(rows, ratios, strict=True), start=1):
         print(f"| {i} | {bare:.3f} | {ours:.3f} | {ratio:.3f} |")
-    pairs = [ours / bare for bare, ours in paired]
-    overall = sum(1 / b for b, _ in paired) / sum(1 / o for _, o in paired)  # time ratio
-    print(f"\nsteps alternating one by one (bare, sodkit, bare, ...), {args.rounds} rounds: "
-          f"ratios {', '.join(f'{r:.3f}' for r in pairs)}; "
-          f"median **{statistics.median(pairs):.3f}x**; all rounds' time {overall:.3f}x")
     best = max(ours for _, ours in rows) / max(bare for bare, _ in rows)
     print(f"\nmedian ratio sodkit / bare: **{statistics.median(ratios):.3f}x**; fastest rounds: "
           f"bare {max(b for b, _ in rows):.3f}, sodkit {max(o for _, o in rows):.3f} steps/s, "
