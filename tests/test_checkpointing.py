@@ -101,3 +101,25 @@ def test_unknown_mode_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="model.checkpointing"):
         set_checkpointing(_model("fpn", "resnet18", "off"), "blocks")
+
+
+def test_training_with_checkpointing_and_bf16_end_to_end(tmp_path) -> None:
+    # The whole `sodkit train` path: BatchNorm counted once per optimizer step in the checkpoint.
+    from pathlib import Path
+
+    from sodkit.cli import main
+    from tests.sod_fixtures import write_duts_layout
+
+    data = write_duts_layout(tmp_path / "data", n_train=8, n_test=2)
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    code = main(["train", str(config), f"data_root={data}", f"output_root={tmp_path}", "name=ck",
+                 "data.train=[{preset: duts-tr}]", "data.test=[{preset: duts-te}]",
+                 "data.size=32", "data.batch_size=2", "data.test_batch_size=2",
+                 "model.decoder_channels=8", "model.checkpointing=all", "runtime.precision=bf16",
+                 "train.epochs=1", "train.image_every=0"])
+    assert code == 0
+    state = torch.load(tmp_path / "ck" / "checkpoints" / "last.pt", weights_only=False)
+    assert state["step"] == 4
+    tracked = {k: int(v) for k, v in state["model"].items() if k.endswith("num_batches_tracked")}
+    assert tracked and set(tracked.values()) == {4}
+    assert (tmp_path / "ck" / "results.json").is_file()

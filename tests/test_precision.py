@@ -144,3 +144,24 @@ def test_compile_is_refused_with_checkpointing() -> None:
     model = build_network(ModelCfg(backbone="resnet18", decoder_channels=8, checkpointing="all"))
     with pytest.raises(ConfigError, match="runtime.compile: torch.compile does not accept"):
         runtime.wrap(model)
+
+
+def test_trainer_logs_the_steps_the_scaler_skipped(tmp_path: Path, caplog) -> None:
+    # A scale of 2**127 overflows float32 gradients: the first steps are skipped (scale halved
+    # each time), which the log line reports as "skipped N"; training goes on.
+    from sodkit.engine.trainer import Trainer
+
+    data = write_duts_layout(tmp_path / "data", n_train=8, n_test=1)
+    cfg = load_config(ROOT / "configs" / "demo.yaml", [
+        f"data_root={data}", "data.train=[{preset: duts-tr}]", "data.test=[]",
+        "data.size=32", "data.batch_size=2", "model.decoder_channels=8", "runtime.device=cpu",
+        "train.epochs=1", "train.log_every=4", "train.image_every=0"])
+    trainer = Trainer(cfg, Runtime(cfg.runtime), tmp_path / "run")
+    trainer.runtime.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127, enabled=True)
+    with caplog.at_level("INFO"):
+        trainer.fit()
+    lines = [r.getMessage() for r in caplog.records if "step 4/4" in r.getMessage()]
+    assert len(lines) == 1 and " skipped " in lines[0]
+    skipped = int(lines[0].split(" skipped ")[1].split(")")[0])
+    assert 1 <= skipped <= 4
+    assert trainer.runtime.scaler.get_scale() == 2.0 ** (127 - skipped)
