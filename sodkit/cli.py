@@ -15,7 +15,8 @@ from . import __version__
 from .errors import UserError
 
 # sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
-COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "convert-checkpoint"]
+COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "bench", "info",
+            "convert-checkpoint"]
 
 
 def build_parser() -> argparse.ArgumentParser:

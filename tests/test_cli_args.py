@@ -51,7 +51,14 @@ def test_check_data_report_and_convert_take_positionals_around_options():
 
 def test_every_command_is_covered():
     assert set(COMMANDS) == {"train", "test", "predict", "eval", "report", "check-data",
-                             "convert-checkpoint"}
+                             "bench", "info", "convert-checkpoint"}
+
+
+def test_bench_and_info_overrides_after_options():
+    args = parse_args(["bench", "memory", "configs/demo.yaml", "--steps", "2", "data.size=64"])
+    assert (args.steps, args.overrides) == (2, ["data.size=64"])
+    args = parse_args(["info", "configs/demo.yaml", "--json", "model.backbone=resnet34"])
+    assert args.overrides == ["model.backbone=resnet34"]
 
 
 @pytest.mark.parametrize("argv", [[], ["nope"], ["--version"]])

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
+from . import checkpointing
 from .weights import load_matching
 
 
@@ -48,6 +49,15 @@ class Backbone(nn.Module):
         self._nhwc = str(getattr(fmt, "value", fmt)).upper() == "NHWC"
         if pretrained:
             load_matching(self.body, pretrained, model_name=name)
+        self.checkpointing: str | None = None  # None, or the granularity in use
+        self._plan: checkpointing.Plan | None = None  # segments run instead of body.forward
+
+    def set_checkpointing(self, enabled: bool, granularity: checkpointing.Granularity = "block"
+                          ) -> None:
+        """Gradient checkpointing of the body (see :mod:`sodkit.backbone.checkpointing`)."""
+        checkpointing.disable(self.body)
+        self._plan = checkpointing.enable(self.body, granularity) if enabled else None
+        self.checkpointing = granularity if enabled else None
 
     @classmethod
     def from_cfg(cls, cfg: ModelCfg) -> Backbone:
@@ -56,7 +66,10 @@ class Backbone(nn.Module):
 
     def forward(self, x: Tensor) -> list[Tensor]:
         """Feature maps (B, C_i, H / s_i, W / s_i), highest resolution first."""
-        feats = list(self.body(x))
+        if self._plan is not None:
+            feats = checkpointing.run_plan(self.body, self._plan, x)
+        else:
+            feats = list(self.body(x))
         if self._nhwc:
             feats = [f.permute(0, 3, 1, 2) for f in feats]
         return feats

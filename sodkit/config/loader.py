@@ -124,6 +124,8 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, key + ".")
     if origin is Literal:
+        if isinstance(value, bool) and ("off" if value is False else "on") in args:
+            value = "off" if value is False else "on"  # YAML 1.1 reads a bare off / on as bool
         if value not in args:
             raise ConfigError(unknown_value_message(key, value, args))
         return value
@@ -182,6 +184,7 @@ def _check_values(cfg: Config) -> None:
         "train.accumulate": cfg.train.accumulate,
         "train.log_every": cfg.train.log_every,
         "train.checkpoint_every": cfg.train.checkpoint_every,
+        "data.prefetch_factor": cfg.data.prefetch_factor,
         "optim.base_batch_size": cfg.optim.base_batch_size,
         "optim.lr": cfg.optim.lr,
         "train.steps_per_epoch": 1 if cfg.train.steps_per_epoch is None
@@ -193,7 +196,7 @@ def _check_values(cfg: Config) -> None:
         if value <= 0:
             raise ConfigError(f"{key}: must be > 0, got {value}{_HINTS.get(key, '')}")
     for key, value in {"data.max_bad_samples": cfg.data.max_bad_samples,
-                       "data.num_workers": cfg.data.num_workers,
+                       "data.num_workers": cfg.data.num_workers or 0,
                        "train.image_every": cfg.train.image_every, "eval.every": cfg.eval.every,
                        "train.keep_every": cfg.train.keep_every,
                        "optim.weight_decay": cfg.optim.weight_decay}.items():

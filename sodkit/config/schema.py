@@ -33,9 +33,10 @@ class DataCfg:
     size_list: list[int] = field(default_factory=list)  # multi-scale: a size per batch from this
     batch_size: int = 8  # per process
     test_batch_size: int = 8  # per process
-    num_workers: int = 4
-    pin_memory: bool = True
-    persistent_workers: bool = True
+    num_workers: int | None = None  # loader processes; None = from the core count (resources.py)
+    pin_memory: bool = True  # page-locked batches for non_blocking copies (CUDA only)
+    persistent_workers: bool = True  # keep the training loader's workers between epochs
+    prefetch_factor: int = 2  # batches each worker prepares ahead
     hflip: float = 0.5  # probability of a horizontal flip
     rotation: float = 10.0  # max degrees of the random rotation (0 disables)
     color_jitter: float = 0.1  # brightness/contrast/saturation strength (0 disables)
@@ -52,6 +53,8 @@ class ModelCfg:
     decoder_channels: int = 64
     out_indices: list[int] | None = None  # backbone stages to use; None = all
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
+    # gradient checkpointing: recompute activations in backward instead of keeping them
+    checkpointing: Literal["off", "backbone", "decoder", "all"] = "off"
 
 
 @dataclass
@@ -104,6 +107,7 @@ class EvalCfg:
     metric_dataset: str | None = None  # dataset for `metric`; None = mean over test sets
     save_predictions: bool = True
     num_samples: int = 8  # test images shown in samples.png
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype of evaluation
 
 
 @dataclass
@@ -112,9 +116,11 @@ class RuntimeCfg:
     seed: int = 42
     deterministic: bool = False
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype (fp16 needs CUDA)
-    num_threads: int | None = None  # torch intra-op threads per process (None = torch default)
+    num_threads: int | None = None  # torch intra-op threads per process; None = from the cores
     sync_bn: bool = False  # BatchNorm statistics over all processes (CUDA SyncBatchNorm, or CPU)
     dist_timeout_s: float = 600.0  # a collective waiting longer (a lost process) ends the job
+    channels_last: bool = False  # NHWC memory format for the model and the images
+    compile: bool = False  # torch.compile the training model (refused where it cannot work)
 
 
 @dataclass

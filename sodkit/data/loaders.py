@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Sampler
 from ..config.loader import ConfigError
 from ..config.schema import Config
 from ..errors import DataError
+from ..resources import resolve_workers
 from .checks import bad_stems, check_pairs
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
 from .transforms import build_test_transform, build_train_transform
@@ -138,10 +139,11 @@ def collate_test(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _loader_options(cfg: Config, persistent: bool) -> dict[str, Any]:
-    workers = cfg.data.num_workers
+    workers = resolve_workers(cfg.data.num_workers)
     return {"num_workers": workers,
             "pin_memory": cfg.data.pin_memory and torch.cuda.is_available(),
             "persistent_workers": persistent and workers > 0,
+            "prefetch_factor": cfg.data.prefetch_factor if workers > 0 else None,
             "worker_init_fn": _seed_worker if workers > 0 else None,
             "generator": torch.Generator().manual_seed(cfg.runtime.seed)}
 

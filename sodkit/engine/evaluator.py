@@ -70,9 +70,12 @@ class MaskWriter:
             self.send([])
 
 
-def predict_probabilities(model: nn.Module, images: torch.Tensor, runtime: Runtime) -> torch.Tensor:
-    """Saliency probabilities (B, 1, h, w) in float32 for a normalised batch."""
-    with runtime.autocast():
+def predict_probabilities(
+    model: nn.Module, images: torch.Tensor, runtime: Runtime, precision: str = "fp32"
+) -> torch.Tensor:
+    """Saliency probabilities (B, 1, h, w) in float32 for a normalised batch; the forward runs
+    at ``precision`` (``eval.precision``: fp32 unless the config says otherwise)."""
+    with runtime.autocast(precision):
         logits = model(images)["logits"]
     return torch.sigmoid(logits.float())
 
@@ -121,7 +124,7 @@ def _run_dataset(
     writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size)
     for batch in loader:
         images = batch["image"].to(runtime.device, non_blocking=True)
-        probs = predict_probabilities(net, images, runtime)
+        probs = predict_probabilities(net, images, runtime, cfg.eval.precision)
         files = []
         for i, gt in enumerate(batch["gt"]):
             pred = to_uint8_at(probs[i : i + 1], gt.shape)

@@ -29,7 +29,9 @@ import torch.distributed as dist
 from torch import nn
 
 from ..config import ConfigError, RuntimeCfg
+from ..resources import default_threads
 from ..torchfile import load_checkpoint, numpy_state, plain_numpy_state, save_atomic
+from .accel import compile_model, to_channels_last
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +152,7 @@ class Runtime:
             logging.getLogger().setLevel(logging.ERROR)
             logging.captureWarnings(True)
         self.device = self._pick_device(cfg.device)
-        if cfg.num_threads:
-            torch.set_num_threads(cfg.num_threads)
+        torch.set_num_threads(cfg.num_threads or default_threads())
         if self.world_size > 1 and not dist.is_initialized():
             self._init_process_group()
         self.amp_dtype = _DTYPES[cfg.precision]
@@ -213,14 +214,19 @@ class Runtime:
 
     # ------------------------------------------------------------------ model and steps
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Move to the device and, when distributed, convert BatchNorm (``sync_bn``) and wrap in
-        DistributedDataParallel (rank 0's weights and buffers are broadcast at construction)."""
+        """Move to the device (channels-last if asked); when distributed, convert BatchNorm
+        (``sync_bn``) and wrap in DistributedDataParallel (rank 0's weights and buffers are
+        broadcast at construction); compile if asked (:mod:`sodkit.engine.accel`)."""
         if self.distributed and self.cfg.sync_bn:
             model = self._sync_batchnorm(model)
         model = model.to(self.device)
+        if self.cfg.channels_last:
+            model = model.to(memory_format=torch.channels_last)
         if self.distributed:
             ids = [self.device.index] if self.device.type == "cuda" else None
             model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        if self.cfg.compile:
+            model = compile_model(model, self.device)
         return model
 
     def _sync_batchnorm(self, model: nn.Module) -> nn.Module:
@@ -240,12 +246,17 @@ class Runtime:
 
     @staticmethod
     def unwrap(model: nn.Module) -> nn.Module:
+        model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
         return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        if self.amp_dtype is None:
+    def autocast(self, precision: str | None = None) -> contextlib.AbstractContextManager:
+        """Autocast at ``runtime.precision``, or at ``precision`` (e.g. ``eval.precision``)."""
+        dtype = self.amp_dtype if precision is None else _DTYPES[precision]
+        if dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        if dtype == torch.float16 and self.device.type != "cuda":
+            raise ConfigError("precision fp16 needs a CUDA device; use bf16 or fp32")
+        return torch.autocast(self.device.type, dtype=dtype)
 
     def accumulation_context(
         self, model: nn.Module, sync: bool
@@ -272,11 +283,15 @@ class Runtime:
         return norm
 
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        non_blocking = self.device.type == "cuda"
-        return {
+        non_blocking = self.device.type == "cuda"  # overlaps with compute from pinned memory
+        batch = {
             k: v.to(self.device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
             for k, v in batch.items()
         }
+        if self.cfg.channels_last:
+            batch = {k: to_channels_last(v) if isinstance(v, torch.Tensor) else v
+                     for k, v in batch.items()}
+        return batch
 
     # ------------------------------------------------------------------ collectives
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ the log interval, so the hot path never waits for a ``.item()``.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import socket
@@ -29,6 +30,7 @@ from .checkpoint import CheckpointManager
 from .evaluator import EvalResult, evaluate, write_eval_outputs
 from .logging import Progress, TensorBoard, Throughput, format_seconds
 from .runtime import Runtime
+from .step import TrainStep
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,8 @@ class Trainer:
         self.checkpoints = CheckpointManager(run_dir / "checkpoints", runtime)
         self.checkpoints.check_selection(cfg.eval, list(self.test_loaders))
         self.tb = TensorBoard(run_dir / "tb" if runtime.is_main else None)
+        self.train_step = TrainStep(self.model, self.criterion, self.optimizer, runtime,
+                                    cfg.train.accumulate, cfg.train.grad_clip)
 
     @property
     def global_batch(self) -> int:
@@ -152,19 +156,12 @@ class Trainer:
         count = 0
         batches = iter(self.train_loader)
         for _ in range(self.steps_per_epoch):
-            for micro in range(cfg.train.accumulate):
-                batch = rt.to_device(next(batches))
-                sync = micro == cfg.train.accumulate - 1
-                with rt.accumulation_context(self.model, sync):
-                    with rt.autocast():
-                        outputs = self.model(batch["image"])
-                    loss, parts = self.criterion(outputs, batch["mask"])
-                    rt.backward(loss / cfg.train.accumulate)
-                for key, value in {"loss": loss.detach(), **parts}.items():
-                    sums[key] = sums.get(key, 0) + value.detach().float()
-                count += 1
-                meter.add(batch["image"].shape[0] * rt.world_size)
-            rt.optimizer_step(self.optimizer, self.model, cfg.train.grad_clip)
+            show = bool(cfg.train.image_every) and (self.step + 1) % cfg.train.image_every == 0
+            out = self.train_step(itertools.islice(batches, cfg.train.accumulate), show)
+            for key, value in out.terms.items():
+                sums[key] = sums.get(key, 0) + value
+            count += 1
+            meter.add(out.images * rt.world_size)
             self.scheduler.step()
             self.step += 1
             if self.step % cfg.train.log_every == 0 or self.step == 1:
@@ -173,8 +170,8 @@ class Trainer:
                 bar.update(postfix)
             else:
                 bar.update()
-            if cfg.train.image_every and self.step % cfg.train.image_every == 0:
-                self._log_images(batch, outputs)
+            if show:
+                self._log_images(out.batch, out.outputs)
         bar.close()
 
     def _log_step(
@@ -183,6 +180,7 @@ class Trainer:
         keys = sorted(sums)
         means = self.runtime.all_reduce_mean(torch.stack([sums[k] for k in keys]) / count).tolist()
         losses = dict(zip(keys, means, strict=True))
+        skipped = round(losses.pop("skipped", 0.0) * count)  # fp16 steps the GradScaler skipped
         lrs = {g.get("name", str(i)): g["lr"] for i, g in enumerate(self.optimizer.param_groups)}
         rate = meter.images_per_second()
         remaining = meter.eta(self.step)
@@ -192,6 +190,9 @@ class Trainer:
         self.tb.scalars({f"lr/{k}": v for k, v in lrs.items()}, self.step)
         self.tb.scalars({"perf/images_per_sec": rate, "train/epoch": epoch + 1}, self.step)
         parts = " ".join(f"{k} {v:.4f}" for k, v in losses.items() if k != "loss")
+        if "skipped" in sums:
+            self.tb.scalars({"amp/skipped_steps": skipped}, self.step)
+            parts += f" skipped {skipped}"
         logger.info(
             "epoch %d/%d step %d/%d loss %.4f (%s) lr %.2e %.1f img/s eta %s",
             epoch + 1, self.cfg.train.epochs, self.step,

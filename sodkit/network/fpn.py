@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from ..backbone import Backbone
 from ..config.schema import ModelCfg
-from ..module import ConvBNAct, resize_to
+from ..module import ConvBNAct, checkpoint_segment, resize_to
 from .base import NETWORKS
 
 
@@ -34,6 +34,7 @@ class FPN(nn.Module):
         self.smooth = nn.ModuleList(ConvBNAct(width, width, kernel_size=3) for _ in chans)
         self.heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans)
         self.aux_outputs = True
+        self.checkpoint_decoder = False  # set by build_network from model.checkpointing
 
     def set_aux_outputs(self, enabled: bool) -> None:
         """Compute (and train) the side heads or not; the finest head (``heads[0]``) always runs."""
@@ -41,16 +42,25 @@ class FPN(nn.Module):
         for head in self.heads[1:]:
             head.requires_grad_(enabled)
 
+    def _level(self, i: int, feat: Tensor, x: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """One pyramid level: lateral + upsampled coarser map, smoothed; and its logit map
+        (None for a side level when side outputs are off)."""
+        lateral = self.laterals[i](feat)
+        if x is not None:
+            lateral = lateral + resize_to(x, lateral.shape[-2:])
+        x = self.smooth[i](lateral)
+        return x, self.heads[i](x) if i == 0 or self.aux_outputs else None
+
     def forward(self, image: Tensor) -> dict[str, Tensor | list[Tensor]]:
         feats = self.backbone(image)
         sides: list[Tensor] = []
         x: Tensor | None = None
         for i in reversed(range(len(feats))):
-            lateral = self.laterals[i](feats[i])
-            if x is not None:
-                lateral = lateral + resize_to(x, lateral.shape[-2:])
-            x = self.smooth[i](lateral)
-            if i == 0 or self.aux_outputs:
-                sides.append(self.heads[i](x))
+            if self.checkpoint_decoder:
+                x, side = checkpoint_segment(self._level, i, feats[i], x, owner=self)
+            else:
+                x, side = self._level(i, feats[i], x)
+            if side is not None:
+                sides.append(side)
         logits = resize_to(sides[-1], image.shape[-2:])
         return {"logits": logits, "aux": sides[:-1]}

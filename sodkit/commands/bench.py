@@ -1,0 +1,111 @@
+"""``sodkit bench memory|speed CONFIG``: the seed's memory table, and where the time goes.
+
+``memory`` runs each variant in a fresh process (``python -m sodkit.engine.bench``) and prints
+peak memory and median step time with ratios to ``plain``. ``speed`` measures images/s of the
+loader, the training step, the whole loop and evaluation (:mod:`sodkit.engine.speed`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._common import add_config_arguments
+
+HELP = "measure memory (plain/checkpointing/amp/amp+checkpointing) or speed of a config"
+
+FIELDS = ["variant", "peak_mb", "saved_mb", "step_s", "ratio_peak", "ratio_time"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("what", choices=["memory", "speed"], help="what to measure")
+    add_config_arguments(parser)
+    parser.add_argument("--steps", type=int, default=5,
+                        help="measured steps per variant / stage, after one warm-up step")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="speed: interleaved rounds of loader / step / loop (medians)")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+
+
+def variants(amp: str) -> dict[str, list[str]]:
+    """Variant name -> its config overrides; ``amp`` is bf16 on the CPU, fp16 on CUDA."""
+    return {
+        "plain": ["model.checkpointing=off", "runtime.precision=fp32"],
+        "checkpointing": ["model.checkpointing=all", "runtime.precision=fp32"],
+        "amp": ["model.checkpointing=off", f"runtime.precision={amp}"],
+        "amp+checkpointing": ["model.checkpointing=all", f"runtime.precision={amp}"],
+    }
+
+
+def run_variant(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
+    """One variant in a fresh Python process; glibc told to give freed memory back."""
+    from ..engine.memory import CPU_MEMORY_ENV
+    from ..errors import UserError
+
+    cmd = [sys.executable, "-m", "sodkit.engine.bench", args.config, *args.overrides,
+           *overrides, "--steps", str(args.steps)]
+    env = {**os.environ, **CPU_MEMORY_ENV}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise UserError(f"bench variant {' '.join(overrides)} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def memory_rows(args: argparse.Namespace, device: str) -> list[dict[str, Any]]:
+    amp = "fp16" if device.startswith("cuda") else "bf16"
+    rows = [{"variant": name, **run_variant(args, overrides)}
+            for name, overrides in variants(amp).items()]
+    plain = rows[0]
+    for row in rows:
+        row["ratio_peak"] = round(row["peak_mb"] / max(plain["peak_mb"], 1e-9), 3)
+        row["ratio_time"] = round(row["step_s"] / plain["step_s"], 3)
+        row["peak_mb"], row["saved_mb"] = round(row["peak_mb"], 1), round(row["saved_mb"], 2)
+        row["step_s"] = round(row["step_s"], 4)
+    return rows
+
+
+def memory_table(rows: list[dict[str, Any]], device: str) -> str:
+    how = ("CUDA max_memory_allocated during the step minus memory_allocated before it"
+           if device.startswith("cuda") else
+           "peak resident set size during the step (VmHWM, reset via /proc/self/clear_refs) minus "
+           "the resident size before it, with MALLOC_MMAP_THRESHOLD_=65536 so that glibc returns "
+           "freed memory")
+    lines = [f"peak_mb: memory a training step adds ({how}); saved_mb: tensors saved for "
+             "backward (unique storages, parameters excluded); step_s: median step time.", "",
+             "| variant | peak_mb | saved_mb | step_s | ratio_peak | ratio_time |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['variant']} | {r['peak_mb']:.1f} | {r['saved_mb']:.1f} | "
+                     f"{r['step_s']:.3f} | {r['ratio_peak']} | {r['ratio_time']} |")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ._common import load_cli_config
+
+    cfg = load_cli_config(args)  # config mistakes stop here, before any subprocess
+    if args.steps < 1:
+        from ..errors import UserError
+
+        raise UserError("--steps: at least 1")
+    if args.what == "speed":
+        from ..engine.speed import measure_speed, speed_table
+
+        rows = measure_speed(cfg, args.steps, max(args.rounds, 1))
+        print(speed_table(rows))
+    else:
+        import torch
+
+        device = cfg.runtime.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        rows = memory_rows(args, device)
+        print(memory_table(rows, device))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0

@@ -1,0 +1,84 @@
+"""What ``sodkit info`` reports about a config's network: parameters, FLOPs, feature maps.
+
+FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode`` on one forward pass of one
+image at the configured input size (a multiply-add counts 2, as in the papers' "FLOPs" that
+are 2 x MACs; ops without a FLOP formula, such as interpolation and activations, count 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..config import Config
+
+
+def parameter_counts(model: nn.Module) -> dict[str, int]:
+    """Total / trainable parameters, and how many of them are in ``model.backbone``."""
+    params = list(model.parameters())
+    backbone = getattr(model, "backbone", None)
+    in_backbone = sum(p.numel() for p in backbone.parameters()) if backbone is not None else 0
+    total = sum(p.numel() for p in params)
+    return {"total": total, "trainable": sum(p.numel() for p in params if p.requires_grad),
+            "backbone": in_backbone, "rest": total - in_backbone}
+
+
+def forward_flops(model: nn.Module, size: int, channels: int = 3) -> int:
+    """FLOPs of one forward pass of one ``size`` x ``size`` image (eval mode, no autograd)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(torch.zeros(1, channels, size, size))
+    finally:
+        model.train(was_training)
+    return int(counter.get_total_flops())
+
+
+def describe(cfg: Config) -> dict[str, Any]:
+    """Everything ``sodkit info`` prints, as plain values."""
+    from ..data import PRESETS
+    from ..loss import LOSSES
+    from ..network import NETWORKS, build_network
+
+    model = build_network(replace(cfg.model, pretrained=None))  # counts need no weights
+    backbone = getattr(model, "backbone", None)
+    return {
+        "network": cfg.model.name, "backbone": cfg.model.backbone, "size": cfg.data.size,
+        "parameters": parameter_counts(model),
+        "flops": forward_flops(model, cfg.data.size),
+        "strides": list(getattr(backbone, "strides", [])),
+        "channels": list(getattr(backbone, "channels", [])),
+        "checkpointing": cfg.model.checkpointing,
+        "registered": {"networks": NETWORKS.names(), "losses": LOSSES.names(),
+                       "presets": PRESETS.names()},
+    }
+
+
+def _human(value: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if value >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
+
+
+def format_description(info: dict[str, Any]) -> str:
+    p = info["parameters"]
+    reg = info["registered"]
+    return "\n".join([
+        f"network      {info['network']} on {info['backbone']} "
+        f"(checkpointing {info['checkpointing']})",
+        f"parameters   total {p['total']} ({_human(p['total'], '')}), trainable {p['trainable']}; "
+        f"backbone {p['backbone']}, rest {p['rest']}",
+        f"FLOPs        {info['flops']} ({_human(info['flops'], 'FLOPs')}) per image at "
+        f"{info['size']}x{info['size']}, forward",
+        f"features     strides {info['strides']}, channels {info['channels']}",
+        f"networks     {', '.join(reg['networks'])}",
+        f"losses       {', '.join(reg['losses'])}",
+        f"presets      {', '.join(reg['presets'])}",
+    ])

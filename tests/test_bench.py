@@ -1,0 +1,46 @@
+"""``sodkit bench``: every memory variant in its own process, rows with every field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sodkit.cli import main
+from tests.sod_fixtures import write_duts_layout
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["data.size=32", "data.batch_size=2", "model.decoder_channels=8"]
+
+
+def test_bench_memory_gives_four_rows(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "memory.json"
+    code = main(["bench", "memory", str(ROOT / "configs" / "demo.yaml"), *TINY,
+                 "--steps", "1", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())
+    assert [r["variant"] for r in rows] == ["plain", "checkpointing", "amp", "amp+checkpointing"]
+    for row in rows:
+        for key in ["peak_mb", "saved_mb", "step_s", "ratio_peak", "ratio_time"]:
+            assert isinstance(row[key], float | int) and row[key] >= 0, (row["variant"], key)
+    assert rows[0]["ratio_peak"] == rows[0]["ratio_time"] == 1.0
+    assert [r["precision"] for r in rows] == ["fp32", "fp32", "bf16", "bf16"]
+    assert [r["checkpointing"] for r in rows] == ["off", "all", "off", "all"]
+    assert rows[1]["saved_mb"] < rows[0]["saved_mb"]  # machine-independent: exact bytes
+    table = capsys.readouterr().out
+    assert "| amp+checkpointing |" in table and "MALLOC_MMAP_THRESHOLD_" in table
+
+
+def test_bench_speed_names_a_bottleneck(tmp_path: Path, capsys) -> None:
+    data = write_duts_layout(tmp_path / "data", n_train=8, n_test=2)
+    out = tmp_path / "speed.json"
+    code = main(["bench", "speed", str(ROOT / "configs" / "demo.yaml"), *TINY,
+                 f"data_root={data}", "data.train=[{preset: duts-tr}]",
+                 "data.test=[{preset: duts-te}]", "--steps", "2", "--rounds", "2",
+                 "--json", str(out)])
+    assert code == 0
+    row = json.loads(out.read_text())
+    for key in ["loader", "step", "loop", "eval"]:
+        assert row[key] > 0, key
+    assert row["bottleneck"] in ("loader", "step")
+    assert [len(row["rounds"][k]) for k in ("loader", "step", "loop", "eval")] == [2, 2, 2, 1]
+    assert "bottleneck:" in capsys.readouterr().out

@@ -1,0 +1,125 @@
+"""Gradient checkpointing: same gradients, BatchNorm statistics updated once, less saved memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sodkit.config import ConfigError, LossCfg, ModelCfg
+from sodkit.engine.memory import SavedTensors
+from sodkit.loss import build_criterion
+from sodkit.module.checkpoint import find_blocks, is_checkpointed
+from sodkit.network import NETWORKS, build_network
+
+MODES = ["backbone", "decoder", "all"]
+# resnet18: BatchNorm everywhere, a FeatureListNet body with a stem; test_convnext: BN-free
+# LayerNorm blocks in stage modules; test_efficientnet: BatchNormAct2d in nested Sequentials.
+BACKBONES = ["resnet18", "test_convnext", "test_efficientnet"]
+
+
+def _model(name: str, backbone: str, mode: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = ModelCfg(name=name, backbone=backbone, decoder_channels=8, checkpointing=mode)
+    return build_network(cfg)
+
+
+def _steps(model: torch.nn.Module, steps: int = 1) -> torch.Tensor:
+    """``steps`` forward/backward passes on fixed data (no optimizer: gradients accumulate)."""
+    criterion = build_criterion(LossCfg())
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        image = torch.randn(2, 3, 32, 32, generator=generator)
+        mask = (torch.rand(2, 1, 32, 32, generator=generator) > 0.5).float()
+        loss, _ = criterion(model(image), mask)
+        loss.backward()
+    return loss.detach()
+
+
+def _max_grad_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    diffs = [(pa.grad - pb.grad).abs().max().item()
+             for pa, pb in zip(a.parameters(), b.parameters(), strict=True)]
+    return max(diffs)
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+@pytest.mark.parametrize("name", NETWORKS.names())
+def test_gradients_equal_plain_in_eval_and_train_mode(name: str, backbone: str) -> None:
+    for train in (False, True):
+        plain = _model(name, backbone, "off").train(train)
+        loss_plain = _steps(plain)
+        for mode in MODES:
+            ckpt = _model(name, backbone, mode).train(train)
+            assert torch.equal(loss_plain, _steps(ckpt))
+            assert _max_grad_diff(plain, ckpt) <= 1e-6, (train, mode)
+
+
+@pytest.mark.parametrize("name", NETWORKS.names())
+def test_batchnorm_statistics_update_once_per_step(name: str) -> None:
+    plain = _model(name, "resnet18", "off").train()
+    ckpt = _model(name, "resnet18", "all").train()
+    _steps(plain, steps=2)
+    _steps(ckpt, steps=2)
+    tracked = {n: int(b) for n, b in ckpt.named_buffers() if n.endswith("num_batches_tracked")}
+    assert tracked and set(tracked.values()) == {2}
+    for (key, a), (_, b) in zip(plain.named_buffers(), ckpt.named_buffers(), strict=True):
+        assert torch.equal(a, b), key  # running mean / var: exactly the plain run's
+
+
+@pytest.mark.parametrize("name", NETWORKS.names())
+def test_checkpointing_saves_memory_where_asked(name: str) -> None:
+    saved = {}
+    for mode in ["off", *MODES]:
+        model = _model(name, "resnet18", mode).train()
+        with SavedTensors(model) as counter:
+            model(torch.randn(2, 3, 32, 32))["logits"].sum()
+        saved[mode] = counter.nbytes
+    assert saved["backbone"] < saved["off"] and saved["decoder"] < saved["off"]
+    assert saved["all"] < min(saved["backbone"], saved["decoder"])
+    assert saved["all"] < 0.4 * saved["off"]
+
+
+def test_state_dict_keys_do_not_change_and_switching_off_restores() -> None:
+    plain = _model("fpn", "resnet18", "off")
+    ckpt = _model("fpn", "resnet18", "all")
+    assert list(plain.state_dict()) == list(ckpt.state_dict())
+    blocks = find_blocks(ckpt.backbone.body)
+    assert len(blocks) == 8 and all(is_checkpointed(b) for b in blocks)  # resnet18: 4 x 2 blocks
+    ckpt.backbone.set_checkpointing(False)
+    assert not any(is_checkpointed(m) for m in ckpt.modules())
+    assert ckpt.backbone._plan is None
+
+
+def test_no_autograd_means_no_checkpointing() -> None:
+    model = _model("fpn", "resnet18", "all").eval()
+    with torch.no_grad():
+        out = model(torch.randn(1, 3, 32, 32))["logits"]
+    assert out.shape == (1, 1, 32, 32)
+
+
+def test_unknown_mode_is_a_config_error() -> None:
+    from sodkit.network.base import set_checkpointing
+
+    with pytest.raises(ConfigError, match="model.checkpointing"):
+        set_checkpointing(_model("fpn", "resnet18", "off"), "blocks")
+
+
+def test_training_with_checkpointing_and_bf16_end_to_end(tmp_path) -> None:
+    # The whole `sodkit train` path: BatchNorm counted once per optimizer step in the checkpoint.
+    from pathlib import Path
+
+    from sodkit.cli import main
+    from tests.sod_fixtures import write_duts_layout
+
+    data = write_duts_layout(tmp_path / "data", n_train=8, n_test=2)
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    code = main(["train", str(config), f"data_root={data}", f"output_root={tmp_path}", "name=ck",
+                 "data.train=[{preset: duts-tr}]", "data.test=[{preset: duts-te}]",
+                 "data.size=32", "data.batch_size=2", "data.test_batch_size=2",
+                 "model.decoder_channels=8", "model.checkpointing=all", "runtime.precision=bf16",
+                 "train.epochs=1", "train.image_every=0"])
+    assert code == 0
+    state = torch.load(tmp_path / "ck" / "checkpoints" / "last.pt", weights_only=False)
+    assert state["step"] == 4
+    tracked = {k: int(v) for k, v in state["model"].items() if k.endswith("num_batches_tracked")}
+    assert tracked and set(tracked.values()) == {4}
+    assert (tmp_path / "ck" / "results.json").is_file()

@@ -1,0 +1,167 @@
+"""Mixed precision: bf16 steps on the CPU, fp32 losses and evaluation, GradScaler state, skips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from sodkit.config import ConfigError, LossCfg, ModelCfg, OptimCfg, RuntimeCfg, load_config
+from sodkit.engine.evaluator import predict_probabilities
+from sodkit.engine.runtime import Runtime
+from sodkit.engine.step import TrainStep
+from sodkit.loss import build_criterion
+from sodkit.network import build_network
+from sodkit.optim import build_optimizer
+from tests.sod_fixtures import write_duts_layout
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _step(precision: str, accumulate: int = 1) -> TrainStep:
+    runtime = Runtime(RuntimeCfg(device="cpu", precision=precision, seed=0))
+    model = runtime.wrap(build_network(ModelCfg(backbone="resnet18", decoder_channels=8)))
+    optimizer = build_optimizer(model, OptimCfg(lr=1e-3), 2)
+    return TrainStep(model, build_criterion(LossCfg()), optimizer, runtime, accumulate)
+
+
+def _batches(count: int = 1) -> list[dict[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(3)
+    return [{"image": torch.randn(2, 3, 32, 32, generator=g),
+             "mask": (torch.rand(2, 1, 32, 32, generator=g) > 0.5).float()}
+            for _ in range(count)]
+
+
+def test_bf16_step_on_cpu_is_finite_and_close_to_fp32() -> None:
+    batches = _batches(2)
+    results = {}
+    for precision in ("fp32", "bf16"):
+        step = _step(precision)
+        results[precision] = [step([b]).terms for b in batches]
+    for fp32, bf16 in zip(results["fp32"], results["bf16"], strict=True):
+        assert set(fp32) == set(bf16) == {"loss", "bce", "iou", "aux"}
+        for key, value in bf16.items():
+            assert value.dtype == torch.float32 and torch.isfinite(value), key
+            assert torch.allclose(value, fp32[key], rtol=3e-2, atol=1e-2), key
+
+
+def test_losses_are_computed_in_fp32_under_autocast() -> None:
+    step = _step("bf16")
+    seen = []
+    criterion = step.criterion
+
+    def spy(outputs, mask):
+        seen.append(outputs["logits"].dtype)
+        return criterion(outputs, mask)
+
+    step.criterion = spy
+    step(_batches())
+    assert seen == [torch.float32]
+
+
+def test_accumulation_needs_its_micro_batches() -> None:
+    step = _step("fp32", accumulate=2)
+    assert step(_batches(2)).images == 4
+    with pytest.raises(ValueError, match="needs 2 micro-batches, got 1"):
+        step(_batches(1))
+
+
+def test_evaluation_runs_in_fp32_unless_eval_precision_says_otherwise() -> None:
+    runtime = Runtime(RuntimeCfg(device="cpu", seed=0))
+    model = build_network(ModelCfg(backbone="resnet18", decoder_channels=8)).eval()
+    images = _batches()[0]["image"]
+    with torch.no_grad():
+        plain = torch.sigmoid(model(images)["logits"])
+        fp32 = predict_probabilities(model, images, runtime)
+        bf16 = predict_probabilities(model, images, runtime, "bf16")
+    assert torch.equal(fp32, plain)
+    assert bf16.dtype == torch.float32 and not torch.equal(bf16, plain)
+    assert (bf16 - plain).abs().max() < 0.05
+    with pytest.raises(ConfigError, match="fp16 needs a CUDA device"):
+        predict_probabilities(model, images, runtime, "fp16")
+    assert load_config(None, ["eval.precision=bf16"]).eval.precision == "bf16"
+
+
+def test_grad_scaler_skips_non_finite_steps_and_counts_them() -> None:
+    # The CPU GradScaler runs the same code path as fp16 on CUDA: inf gradients -> no update,
+    # scale halved, the step reported as skipped.
+    step = _step("fp32")
+    step.runtime.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, enabled=True)
+    before = [p.detach().clone() for p in step.model.parameters()]
+    bad = _batches()[0]
+    bad["image"][0, 0, 0, 0] = float("inf")
+    out = step([bad])
+    assert out.terms["skipped"].item() == 1.0
+    assert step.runtime.scaler.get_scale() == 2.0**9
+    assert all(torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
+    assert step(_batches()).terms["skipped"].item() == 0.0
+
+
+def test_grad_scaler_state_round_trips_through_a_checkpoint(tmp_path: Path) -> None:
+    from sodkit.engine.trainer import Trainer
+
+    data = write_duts_layout(tmp_path / "data", n_train=4, n_test=2)
+    cfg = load_config(ROOT / "configs" / "demo.yaml", [
+        f"data_root={data}", "data.train=[{preset: duts-tr}]", "data.test=[{preset: duts-te}]",
+        "data.size=32", "data.batch_size=2", "data.num_workers=0", "model.decoder_channels=8",
+        "runtime.device=cpu"])
+
+    def trainer(name: str) -> Trainer:
+        made = Trainer(cfg, Runtime(cfg.runtime), tmp_path / name)
+        made.runtime.scaler = torch.amp.GradScaler("cpu", enabled=True)
+        return made
+
+    first = trainer("a")
+    first.runtime.scaler.load_state_dict({"scale": 96.0, "growth_factor": 3.0,
+                                          "backoff_factor": 0.25, "growth_interval": 7,
+                                          "_growth_tracker": 5})
+    first.checkpoints.save_last(first.state_dict())
+    second = trainer("b")
+    assert second.runtime.scaler.state_dict() != first.runtime.scaler.state_dict()
+    second.load_state_dict(second.checkpoints.load(first.checkpoints.last))
+    assert second.runtime.scaler.state_dict() == first.runtime.scaler.state_dict()
+    # fp32 on the CPU: a disabled scaler, whose (empty) state is still saved and restored.
+    assert Trainer(cfg, Runtime(cfg.runtime), tmp_path / "c").state_dict()["scaler"] == {}
+
+
+def test_channels_last_step_matches_the_default_layout() -> None:
+    steps = {}
+    for channels_last in (False, True):
+        runtime = Runtime(RuntimeCfg(device="cpu", seed=0, channels_last=channels_last))
+        model = runtime.wrap(build_network(ModelCfg(backbone="resnet18", decoder_channels=8)))
+        if channels_last:
+            conv = model.backbone.body.conv1.weight
+            assert conv.is_contiguous(memory_format=torch.channels_last)
+        optimizer = build_optimizer(model, OptimCfg(lr=1e-3), 2)
+        step = TrainStep(model, build_criterion(LossCfg()), optimizer, runtime)
+        steps[channels_last] = step(_batches()).terms["loss"]
+    assert torch.allclose(steps[False], steps[True], rtol=1e-4)
+
+
+def test_compile_is_refused_with_checkpointing() -> None:
+    runtime = Runtime(RuntimeCfg(device="cpu", seed=0, compile=True))
+    model = build_network(ModelCfg(backbone="resnet18", decoder_channels=8, checkpointing="all"))
+    with pytest.raises(ConfigError, match="runtime.compile: torch.compile does not accept"):
+        runtime.wrap(model)
+
+
+def test_trainer_logs_the_steps_the_scaler_skipped(tmp_path: Path, caplog) -> None:
+    # A scale of 2**127 overflows float32 gradients: the first steps are skipped (scale halved
+    # each time), which the log line reports as "skipped N"; training goes on.
+    from sodkit.engine.trainer import Trainer
+
+    data = write_duts_layout(tmp_path / "data", n_train=8, n_test=1)
+    cfg = load_config(ROOT / "configs" / "demo.yaml", [
+        f"data_root={data}", "data.train=[{preset: duts-tr}]", "data.test=[]",
+        "data.size=32", "data.batch_size=2", "model.decoder_channels=8", "runtime.device=cpu",
+        "train.epochs=1", "train.log_every=4", "train.image_every=0"])
+    trainer = Trainer(cfg, Runtime(cfg.runtime), tmp_path / "run")
+    trainer.runtime.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127, enabled=True)
+    with caplog.at_level("INFO"):
+        trainer.fit()
+    lines = [r.getMessage() for r in caplog.records if "step 4/4" in r.getMessage()]
+    assert len(lines) == 1 and " skipped " in lines[0]
+    skipped = int(lines[0].split(" skipped ")[1].split(")")[0])
+    assert 1 <= skipped <= 4
+    assert trainer.runtime.scaler.get_scale() == 2.0 ** (127 - skipped)
