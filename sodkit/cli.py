@@ -12,7 +12,7 @@ import os
 import sys
 
 from . import __version__
-from .errors import UserError
+from .errors import Preempted, UserError
 
 # sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
 COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "bench", "info",
@@ -71,6 +71,9 @@ def _run(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"sodkit {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Preempted as exc:
+        print(f"sodkit {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print(f"sodkit {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -31,3 +31,13 @@ class UserError(Exception):
 
 class DataError(UserError):
     """A dataset problem: missing folder, unmatched pairs, unreadable image; names the path."""
+
+
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped on request after saving; resume with --resume auto
+
+
+class Preempted(Exception):
+    """Training stopped on SIGTERM / SIGINT after saving its state; the CLI exits with
+    :data:`EXIT_PREEMPTED` so that job scripts can tell it from a failure and requeue."""
+
+    exit_code = EXIT_PREEMPTED

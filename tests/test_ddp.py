@@ -191,7 +191,7 @@ def test_resume_on_another_world_size_warns(ddp_run, data_root, out, caplog):
     snapshot = ddp_run / "checkpoints" / "epoch_0001.pt"
     args = [*overrides(data_root, out, "fewer"), "train.keep_every=0"]
     assert main(["train", CONFIG, *args, "--resume", str(snapshot)]) == 0
-    assert "written by 2 processes and is resumed by 1" in caplog.text
+    assert "processes (world size) 2 -> 1" in caplog.text and "will not reproduce" in caplog.text
 
 
 @pytest.mark.parametrize("launch", ["torchrun", "slurm"])

@@ -30,20 +30,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
     run_dir = run_dir_of(cfg)
-    _check_run_folder(run_dir, Path(cfg.output_root), args)
+    resume = args.resume or ("auto" if cfg.train.auto_resume and not args.overwrite else None)
+    _check_run_folder(run_dir, Path(cfg.output_root), args.overwrite, resume)
 
     from ..engine.checkpoint import CheckpointManager
     from ..engine.logging import close_log_file, setup_logging
     from ..engine.runtime import Runtime
     from ..engine.trainer import Trainer
     from ..paths import claim_folder, remove_run_folder
-    from ..torchfile import load_checkpoint
 
     runtime = Runtime(cfg.runtime)
     try:
         # read (and vet) the checkpoint before anything is deleted, built or written
-        resume = CheckpointManager(run_dir / "checkpoints", runtime).resolve_resume(args.resume)
-        state = load_checkpoint(resume) if resume is not None else None
+        found = CheckpointManager(run_dir / "checkpoints", runtime).load_resume(resume)
+        resume, state = found if found is not None else (None, None)
         if runtime.is_main:
             if args.overwrite:
                 remove_run_folder(run_dir, Path(cfg.output_root))
@@ -61,14 +61,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_run_folder(run_dir: Path, output_root: Path, args: argparse.Namespace) -> None:
+def _check_run_folder(run_dir: Path, output_root: Path, overwrite: bool,
+                      resume: str | None) -> None:
     """Before any work: never train over another run, and never into a folder not sodkit's."""
     from ..errors import UserError
     from ..paths import MARKER, check_removable, is_owned
 
-    if args.resume and args.overwrite:
+    if resume and overwrite:
         raise UserError("--resume and --overwrite exclude each other")
-    if args.overwrite:
+    if overwrite:
         check_removable(run_dir, output_root)
         return
     if run_dir.exists() and not run_dir.is_dir():
@@ -79,7 +80,7 @@ def _check_run_folder(run_dir: Path, output_root: Path, args: argparse.Namespace
             f"marker); choose another name=... (a run folder of sodkit before 0.2: mark it as "
             f"sodkit's with `touch {run_dir / MARKER}`)"
         )
-    if (run_dir / "checkpoints").is_dir() and not args.resume:
+    if (run_dir / "checkpoints").is_dir() and not resume:
         raise UserError(
             f"run folder {run_dir} already holds checkpoints; pass --resume auto to continue it, "
             f"--overwrite to replace it, or name=... to start another run"

@@ -187,6 +187,7 @@ def _check_values(cfg: Config) -> None:
         "data.prefetch_factor": cfg.data.prefetch_factor,
         "optim.base_batch_size": cfg.optim.base_batch_size,
         "optim.lr": cfg.optim.lr,
+        "train.keep_checkpoints": cfg.train.keep_checkpoints,
         "train.steps_per_epoch": 1 if cfg.train.steps_per_epoch is None
         else cfg.train.steps_per_epoch,
         "train.grad_clip": cfg.train.grad_clip if cfg.train.grad_clip is not None else 1,
@@ -195,7 +196,10 @@ def _check_values(cfg: Config) -> None:
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{key}: must be > 0, got {value}{_HINTS.get(key, '')}")
-    for key, value in {"data.max_bad_samples": cfg.data.max_bad_samples,
+    for key, value in {"train.checkpoint_every_steps": cfg.train.checkpoint_every_steps,
+                       "train.checkpoint_minutes": cfg.train.checkpoint_minutes,
+                       "train.max_bad_steps": cfg.train.max_bad_steps,
+                       "data.max_bad_samples": cfg.data.max_bad_samples,
                        "data.num_workers": cfg.data.num_workers or 0,
                        "train.image_every": cfg.train.image_every, "eval.every": cfg.eval.every,
                        "train.keep_every": cfg.train.keep_every,

@@ -97,6 +97,11 @@ class TrainCfg:
     image_every: int = 200  # steps between TensorBoard image grids (0 disables)
     checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
     keep_every: int = 0  # also keep checkpoints/epoch_NNNN.pt every N epochs (0 = never)
+    checkpoint_every_steps: int = 0  # also save every N optimizer steps, in mid-epoch (0 = off)
+    checkpoint_minutes: float = 0.0  # also save every N minutes of training (0 = off)
+    keep_checkpoints: int = 2  # newest step_*.pt files kept (a damaged newest one falls back)
+    max_bad_steps: int = 0  # steps with non-finite gradients skipped before the run stops
+    auto_resume: bool = False  # as --resume auto: continue the run folder (elastic restarts)
     freeze_bn: bool = False  # BatchNorm in eval mode (running stats fixed; affine still trains)
 
 

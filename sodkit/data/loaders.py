@@ -59,11 +59,13 @@ class MultiScaleBatchSampler(Sampler[list[tuple[int, int, int]]]):
             raise ValueError(f"rank {rank} is not in [0, {world_size})")
         self.length, self.batch_size, self.sizes = length, batch_size, list(sizes)
         self.seed, self.rank, self.world_size, self.shuffle = seed, rank, world_size, shuffle
-        self.epoch = 0
+        self.epoch = self.start = 0
         self.num_batches = length // (batch_size * world_size)  # drop_last: equal on all ranks
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """The epoch to draw, and the batch to start at (a run resumed in mid-epoch skips the
+        batches it trained on: the order is a function of seed and epoch, so skipping is free)."""
+        self.epoch, self.start = epoch, start
 
     def __len__(self) -> int:
         return self.num_batches
@@ -84,6 +86,8 @@ class MultiScaleBatchSampler(Sampler[list[tuple[int, int, int]]]):
         used = self.num_batches * self.batch_size * self.world_size
         mine = order[:used][self.rank::self.world_size]
         for b, size in enumerate(self.batch_sizes()):
+            if b < self.start:
+                continue
             start = b * self.batch_size
             batch = mine[start:start + self.batch_size]
             yield [(i, size, _mix(self.seed, self.epoch, i)) for i in batch]
@@ -111,11 +115,12 @@ class InferenceSampler(Sampler[int]):
         return len(self.indices)
 
 
-def set_epoch(loader: DataLoader, epoch: int) -> None:
-    """Tell a training loader which epoch starts (new order, sizes and augmentation seeds)."""
+def set_epoch(loader: DataLoader, epoch: int, start: int = 0) -> None:
+    """Tell a training loader which epoch starts (new order, sizes and augmentation seeds) and
+    at which batch of it (``start`` > 0 when resuming in mid-epoch)."""
     sampler = loader.batch_sampler
     if isinstance(sampler, MultiScaleBatchSampler):
-        sampler.set_epoch(epoch)
+        sampler.set_epoch(epoch, start)
 
 
 def _seed_worker(worker_id: int) -> None:

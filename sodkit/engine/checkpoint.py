@@ -1,4 +1,5 @@
-"""Run-folder checkpoints: ``last.pt`` every few epochs, ``best.pt`` by the chosen metric.
+"""Run-folder checkpoints: ``step_NNNNNNNN.pt`` at epoch ends, every few steps or minutes and on
+preemption (the newest few kept), ``last.pt`` the newest of them, ``best.pt`` by the chosen metric.
 
 Only rank 0 writes, and every write is atomic (see :func:`~sodkit.torchfile.save_atomic`), so a
 crash or a preemption in the middle of a save leaves the previous file intact.
@@ -8,6 +9,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +24,25 @@ from .runtime import Runtime
 logger = logging.getLogger(__name__)
 
 LOWER_IS_BETTER = ("MAE", "BER")  # metric names ending in these are minimised
+_STEP_FILE = re.compile(r"^step_\d{8}\.pt$")
+
+
+def _link_atomic(target: Path, link: Path) -> None:
+    """``link`` becomes another name of ``target`` (a copy where hard links are not supported)."""
+    tmp = link.with_name(f".{link.name}.link-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(target, tmp)
+    except OSError:
+        shutil.copy2(target, tmp)
+    os.replace(tmp, link)
 
 
 class CheckpointManager:
-    def __init__(self, folder: Path, runtime: Runtime) -> None:
+    def __init__(self, folder: Path, runtime: Runtime, keep: int = 2) -> None:
         self.folder = folder
         self.runtime = runtime
+        self.keep = keep  # step files kept (train.keep_checkpoints)
 
     @property
     def last(self) -> Path:
@@ -36,10 +53,24 @@ class CheckpointManager:
         return self.folder / "best.pt"
 
     def save_last(self, state: dict[str, Any]) -> None:
+        """``step_NNNNNNNN.pt`` and ``last.pt`` (a hard link to it); the newest ``keep`` step
+        files stay, so a damaged newest file leaves a previous one to resume from."""
         if self.runtime.is_main:
-            save_atomic(state, self.last)
+            path = self.folder / f"step_{state['step']:08d}.pt"
+            save_atomic(state, path)
+            _link_atomic(path, self.last)
+            self._prune()
             logger.info("saved %s (epoch %d, step %d)", self.last, state["epoch"], state["step"])
         self.runtime.barrier()
+
+    def step_files(self) -> list[Path]:
+        """This run's step checkpoints, newest first."""
+        return sorted((p for p in self.folder.glob("step_*.pt") if _STEP_FILE.match(p.name)),
+                      reverse=True)
+
+    def _prune(self) -> None:
+        for old in self.step_files()[self.keep:]:
+            old.unlink(missing_ok=True)
 
     def save_snapshot(self, state: dict[str, Any]) -> None:
         """A kept copy of this epoch's state, ``epoch_NNNN.pt``, that later saves never replace."""
@@ -50,19 +81,34 @@ class CheckpointManager:
         if self.runtime.is_main:
             save_atomic(state, self.best)
 
-    def resolve_resume(self, resume: str | None) -> Path | None:
-        """``auto``: this run's ``last.pt`` if it exists, else a fresh start; a path must exist."""
+    def load_resume(self, resume: str | None) -> tuple[Path, dict[str, Any]] | None:
+        """The checkpoint to resume from and its state, or None for a fresh start.
+
+        ``auto``: the newest readable of ``last.pt`` and the kept step files (a truncated or
+        corrupt newest file is skipped with a warning that names it), nothing when the run has
+        no checkpoint yet. A path must be a readable checkpoint.
+        """
         if resume is None:
             return None
-        if resume == "auto":
-            if self.last.is_file():
-                return self.last
-            logger.info("--resume auto: no %s yet, starting a new run", self.last)
-            return None
-        path = Path(resume)
-        if not path.is_file():
-            raise UserError(f"--resume: checkpoint not found: {path}")
-        return path
+        if resume != "auto":
+            return Path(resume), load_checkpoint(resume)
+        candidates = [p for p in (self.last, *self.step_files()) if p.is_file()]
+        for path in candidates:
+            try:
+                state = load_checkpoint(path)
+            except UserError as exc:
+                logger.warning("--resume auto: skipping %s: %s", path, exc)
+                continue
+            if path != candidates[0]:
+                logger.warning("--resume auto: resuming from the previous good checkpoint %s "
+                               "(step %d)", path, state["step"])
+            return path, state
+        if candidates:
+            raise UserError(f"--resume auto: no readable checkpoint in {self.folder} (tried "
+                            f"{', '.join(p.name for p in candidates)}); resume from a file with "
+                            f"--resume PATH or start over with --overwrite")
+        logger.info("--resume auto: no checkpoint in %s yet, starting a new run", self.folder)
+        return None
 
     def load(self, path: Path) -> dict[str, Any]:
         return load_checkpoint(path)

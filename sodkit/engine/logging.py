@@ -70,12 +70,13 @@ def format_seconds(seconds: float) -> str:
 class Progress:
     """One epoch's progress: a tqdm bar on a terminal (rank 0), else nothing (log lines instead)."""
 
-    def __init__(self, total: int, desc: str, enabled: bool) -> None:
+    def __init__(self, total: int, desc: str, enabled: bool, initial: int = 0) -> None:
         self.bar = None
         if enabled and sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, dynamic_ncols=True, leave=False)
+            self.bar = tqdm(total=total, desc=desc, dynamic_ncols=True, leave=False,
+                            initial=initial)
 
     @property
     def interactive(self) -> bool:
@@ -121,12 +122,14 @@ class Throughput:
 class TensorBoard:
     """A SummaryWriter on rank 0 and a no-op elsewhere, so call sites need no rank checks."""
 
-    def __init__(self, log_dir: Path | None) -> None:
+    def __init__(self, log_dir: Path | None, purge_step: int | None = None) -> None:
+        """``purge_step``: a resumed run's first step; TensorBoard drops the events an
+        interrupted run wrote from that step on, so curves have no duplicate points."""
         self.writer = None
         if log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(log_dir))
+            self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         if self.writer is not None:

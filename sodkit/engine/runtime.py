@@ -307,6 +307,16 @@ class Runtime:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
+    def any_rank(self, *flags: bool) -> list[bool]:
+        """Each flag, true if it is true on any rank: decisions every rank must take together
+        (stop, save, give up) come from one small all-reduce."""
+        if not self.distributed:
+            return [bool(f) for f in flags]
+        device = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        tensor = torch.tensor([float(f) for f in flags], device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return [bool(v) for v in tensor.tolist()]
+
     def gather_to_main(self, obj: Any) -> list[Any] | None:
         """Every rank's ``obj`` in rank order on rank 0 (``None`` elsewhere): metric records and
         RNG states are only needed where files are written, so no rank but 0 receives them."""

@@ -3,8 +3,10 @@
 ``TrainStep(batches)`` runs ``accumulate`` micro-batches (forward under the runtime's autocast,
 the criterion in float32 outside the model, backward with DDP's all-reduce only on the last one)
 and one optimizer step (unscale, clip, step, zero). It returns detached loss terms that stay on
-the device: nothing in it waits for the device (no ``.item()``, no ``.cpu()``), so the host can
-queue the next step while the device works; callers reduce the terms at their log interval.
+the device, and the one host-device sync is the finiteness check of the gradients (``guard``,
+without a GradScaler): a step whose gradients hold inf/NaN is not applied and returns a
+``nonfinite`` term, so diverged weights never reach a checkpoint. Callers reduce the terms at
+their log interval.
 
 With fp16 the GradScaler skips a step whose gradients hold inf/NaN and lowers its scale; the
 returned ``skipped`` term (1.0 for a skipped step, as a device tensor) lets the log count them:
@@ -55,13 +57,19 @@ class TrainStep:
         runtime: Runtime,
         accumulate: int = 1,
         grad_clip: float | None = None,
+        guard: bool = True,
+        restore_buffers: bool = False,
     ) -> None:
         self.model, self.criterion, self.optimizer = model, criterion, optimizer
         self.runtime, self.accumulate, self.grad_clip = runtime, accumulate, grad_clip
+        self.guard = guard  # check the gradients; skip a step whose gradients are not finite
+        self.restore = guard and restore_buffers  # then also undo its BatchNorm updates
 
     def __call__(self, batches: Iterable[dict[str, Any]], keep_outputs: bool = False
                  ) -> StepOutput:
         rt, n = self.runtime, self.accumulate
+        # a skipped step must not leave the BatchNorm statistics of its forward behind either
+        buffers = [b.detach().clone() for b in self.model.buffers()] if self.restore else None
         terms: dict[str, Tensor] = {}
         images = micro = 0
         batch = outputs = None
@@ -78,12 +86,36 @@ class TrainStep:
             images += batch["image"].shape[0]
         if micro != n:
             raise ValueError(f"an optimizer step needs {n} micro-batches, got {micro}")
-        skipped = self._optimizer_step()
-        if skipped is not None:
-            terms["skipped"] = skipped
+        if self._gradients_finite():
+            skipped = self._optimizer_step()
+            if skipped is not None:
+                terms["skipped"] = skipped
+        else:  # the weights keep their last good values; the trainer counts and decides
+            self.optimizer.zero_grad(set_to_none=True)
+            if buffers is not None:
+                with torch.no_grad():
+                    for buffer, saved in zip(self.model.buffers(), buffers, strict=True):
+                        buffer.copy_(saved)
+            terms["nonfinite"] = torch.ones((), device=terms["loss"].device)
         if not keep_outputs:
             batch = outputs = None
         return StepOutput(terms, images, batch, outputs)
+
+    def _gradients_finite(self) -> bool:
+        """Whether the (all-reduced, so on every rank the same) gradients are finite.
+
+        The one host-device sync of a step, and only without a GradScaler: with fp16 the scaler
+        finds inf/NaN itself and skips the step. A NaN loss makes NaN gradients, so this also
+        catches a loss that diverged, before it reaches the weights.
+        """
+        if not self.guard or self.runtime.scaler.is_enabled():
+            return True
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        if not grads:
+            return True
+        norm = torch.nn.utils.get_total_norm(grads) if hasattr(torch.nn.utils, "get_total_norm") \
+            else torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        return bool(torch.isfinite(norm))
 
     def _optimizer_step(self) -> Tensor | None:
         """Step; with an active GradScaler, 1.0 if it skipped the step (its scale went down)."""

@@ -19,7 +19,7 @@ import torch
 
 from ..config import Config, save_config, to_dict
 from ..data import build_test_loaders, build_train_loader, set_epoch
-from ..errors import DataError
+from ..errors import DataError, UserError
 from ..loss import build_criterion
 from ..module import freeze_batchnorm
 from ..network import build_network
@@ -29,6 +29,8 @@ from ..visualize import denormalize, make_grid, to_rgb
 from .checkpoint import CheckpointManager
 from .evaluator import EvalResult, evaluate, write_eval_outputs
 from .logging import Progress, TensorBoard, Throughput, format_seconds
+from .preemption import Preempted, SaveClock, StopRequest
+from .resume import check_resume
 from .runtime import Runtime
 from .step import TrainStep
 
@@ -60,12 +62,17 @@ class Trainer:
         )
         self.epoch = 0  # completed epochs
         self.step = 0  # completed optimizer steps
+        self.epoch_step = 0  # completed optimizer steps of the epoch in progress
         self.best: dict[str, Any] | None = None  # {"metric", "value", "epoch"}
-        self.checkpoints = CheckpointManager(run_dir / "checkpoints", runtime)
+        self.checkpoints = CheckpointManager(run_dir / "checkpoints", runtime,
+                                             keep=cfg.train.keep_checkpoints)
         self.checkpoints.check_selection(cfg.eval, list(self.test_loaders))
-        self.tb = TensorBoard(run_dir / "tb" if runtime.is_main else None)
+        self.tb = TensorBoard(None)  # opened by fit(), once the resume step is known
+        self.clock = SaveClock(cfg.train.checkpoint_every_steps, cfg.train.checkpoint_minutes)
+        self.bad_steps = 0  # steps whose gradients were not finite (not applied)
         self.train_step = TrainStep(self.model, self.criterion, self.optimizer, runtime,
-                                    cfg.train.accumulate, cfg.train.grad_clip)
+                                    cfg.train.accumulate, cfg.train.grad_clip,
+                                    restore_buffers=cfg.train.max_bad_steps > 0)
 
     @property
     def global_batch(self) -> int:
@@ -77,9 +84,9 @@ class Trainer:
         """The checkpoint's content: tensors and plain Python values only (``weights_only``).
 
         A collective: every rank calls it, and rank 0 receives every rank's RNG states (a list
-        indexed by rank) and place in the job. The sampler needs no state of its own: checkpoints
-        are written at epoch ends, and each rank's batches are a function of (seed, epoch, rank,
-        world size).
+        indexed by rank) and place in the job. The sampler needs no state of its own: each rank's
+        batches are a function of (seed, epoch, rank, world size), and the position in the epoch
+        is ``epoch_step``.
         """
         rt = self.runtime
         me = {"rank": rt.rank, "local_rank": rt.local_rank, "host": socket.gethostname()}
@@ -92,6 +99,9 @@ class Trainer:
             "scaler": self.runtime.scaler.state_dict(),
             "epoch": self.epoch,
             "step": self.step,
+            "steps_per_epoch": self.steps_per_epoch,
+            "epoch_step": self.epoch_step,
+            "bad_steps": self.bad_steps,
             "best": self.best,
             "config": to_dict(self.cfg),
             "world_size": rt.world_size,
@@ -105,6 +115,9 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.runtime.scaler.load_state_dict(state["scaler"])
         self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
+        self.bad_steps = int(state.get("bad_steps", 0))
+        self.epoch_step = int(state.get("epoch_step", 0))
+        check_resume(state, self.cfg, self.runtime.world_size, self.steps_per_epoch)
         self._restore_rng(state)
 
     def _restore_rng(self, state: dict[str, Any]) -> None:
@@ -113,49 +126,63 @@ class Trainer:
         states = state["rng"]
         if isinstance(states, Mapping):  # checkpoints of sodkit before per-rank states
             states = [states]
-        saved = int(state.get("world_size", len(states)))
-        if saved != rt.world_size:
-            logger.warning(
-                "the checkpoint was written by %d processes and is resumed by %d: the global "
-                "batch, the data order and the steps per epoch change, so this run will not "
-                "reproduce the uninterrupted one", saved, rt.world_size)
         if rt.rank < len(states):
             rt.set_rng_state(states[rt.rank])
 
     # ------------------------------------------------------------------ loop
     def fit(self) -> EvalResult | None:
-        """Train the remaining epochs, then evaluate on the test sets and write the results."""
-        cfg = self.cfg
-        if self.runtime.is_main:
+        """Train the remaining steps, evaluate on the test sets, write the results and last.pt.
+
+        Raises:
+            Preempted: a SIGTERM / SIGINT stopped the run after saving the current step.
+        """
+        cfg, rt = self.cfg, self.runtime
+        if rt.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
             save_config(cfg, self.run_dir / "config.yaml")
             self._log_start()
-        total = cfg.train.epochs * self.steps_per_epoch
-        meter = Throughput(total, self.step)
-        for epoch in range(self.epoch, cfg.train.epochs):
-            set_epoch(self.train_loader, epoch)
-            self._train_epoch(epoch, meter)
-            self.epoch = epoch + 1
-            last = self.epoch == cfg.train.epochs
-            if cfg.eval.every and self.epoch % cfg.eval.every == 0 and not last:
-                self._evaluate(pred_root=None)
-            if self.epoch % cfg.train.checkpoint_every == 0 or last:
-                self.checkpoints.save_last(self.state_dict())
-            if cfg.train.keep_every and self.epoch % cfg.train.keep_every == 0:
-                self.checkpoints.save_snapshot(self.state_dict())
-        result = self._evaluate(pred_root=self.run_dir / "predictions")
-        self.tb.close()
+        self.tb = TensorBoard(self.run_dir / "tb" if rt.is_main else None,
+                              purge_step=self.step + 1 if self.step else None)
+        meter = Throughput(cfg.train.epochs * self.steps_per_epoch, self.step)
+        try:
+            with StopRequest() as stop:
+                for epoch in range(self.epoch, cfg.train.epochs):
+                    self._train_epoch(epoch, meter, stop)
+                    self._end_epoch(epoch + 1)
+            result = self._evaluate(pred_root=self.run_dir / "predictions")
+            self.checkpoints.save_last(self.state_dict())  # after it: its `best` is complete
+        finally:
+            self.tb.close()
         return result
 
-    def _train_epoch(self, epoch: int, meter: Throughput) -> None:
+    def _end_epoch(self, epoch: int) -> None:
+        cfg = self.cfg
+        self.epoch, self.epoch_step = epoch, 0
+        last = epoch == cfg.train.epochs  # its evaluation and save follow the loop
+        if cfg.eval.every and epoch % cfg.eval.every == 0 and not last:
+            self._evaluate(pred_root=None)
+        if epoch % cfg.train.checkpoint_every == 0 and not last:
+            self._save()
+        if cfg.train.keep_every and epoch % cfg.train.keep_every == 0:
+            self.checkpoints.save_snapshot(self.state_dict())
+
+    def _save(self) -> None:
+        self.checkpoints.save_last(self.state_dict())
+        self.clock.saved()
+
+    def _train_epoch(self, epoch: int, meter: Throughput, stop: StopRequest) -> None:
         cfg, rt = self.cfg, self.runtime
+        done = self.epoch_step  # > 0 when resumed in mid-epoch
+        set_epoch(self.train_loader, epoch, start=done * cfg.train.accumulate)
         self.model.train()
         if cfg.train.freeze_bn:
             freeze_batchnorm(self.model)
-        bar = Progress(self.steps_per_epoch, f"epoch {epoch + 1}/{cfg.train.epochs}", rt.is_main)
+        bar = Progress(self.steps_per_epoch, f"epoch {epoch + 1}/{cfg.train.epochs}", rt.is_main,
+                       initial=done)
         sums: dict[str, torch.Tensor] = {}
         count = 0
         batches = iter(self.train_loader)
-        for _ in range(self.steps_per_epoch):
+        for _ in range(done, self.steps_per_epoch):
             show = bool(cfg.train.image_every) and (self.step + 1) % cfg.train.image_every == 0
             out = self.train_step(itertools.islice(batches, cfg.train.accumulate), show)
             for key, value in out.terms.items():
@@ -164,6 +191,7 @@ class Trainer:
             meter.add(out.images * rt.world_size)
             self.scheduler.step()
             self.step += 1
+            self.epoch_step += 1
             if self.step % cfg.train.log_every == 0 or self.step == 1:
                 postfix = self._log_step(epoch, sums, count, meter)
                 sums, count = {}, 0
@@ -172,7 +200,37 @@ class Trainer:
                 bar.update()
             if show:
                 self._log_images(out.batch, out.outputs)
+            self._after_step(out.terms, stop, epoch)
         bar.close()
+
+    def _after_step(self, terms: dict[str, torch.Tensor], stop: StopRequest, epoch: int) -> None:
+        """The once-per-step questions: a diverged step, a stop signal, an in-epoch save."""
+        if "nonfinite" in terms:  # the same on every rank: gradients are all-reduced
+            self._count_bad_step(terms)
+        stopping, saving = self.runtime.any_rank(stop.received is not None,
+                                                 self.clock.due(self.step))
+        mid_epoch = self.epoch_step < self.steps_per_epoch
+        if stopping:
+            self._save()
+            raise Preempted(f"stopped by {stop.received or 'a signal on another rank'} after "
+                            f"step {self.step}; saved {self.checkpoints.last}; continue with "
+                            f"--resume auto")
+        if saving and mid_epoch:  # epoch ends save in _end_epoch
+            self._save()
+
+    def _count_bad_step(self, terms: dict[str, torch.Tensor]) -> None:
+        self.bad_steps += 1
+        shown = ", ".join(f"{k} {float(v):.4g}" for k, v in terms.items() if k != "nonfinite")
+        if self.bad_steps > self.cfg.train.max_bad_steps:
+            last = self.checkpoints.last
+            kept = f"{last} is untouched" if last.is_file() else "no checkpoint was written"
+            raise UserError(
+                f"step {self.step}: the gradients are not finite ({shown}); the step was not "
+                f"applied and {kept}. {self.bad_steps} such step(s), more than "
+                f"train.max_bad_steps={self.cfg.train.max_bad_steps}: lower optim.lr, set "
+                f"train.grad_clip, or check the data")
+        logger.warning("step %d: non-finite gradients (%s), step skipped (%d of at most %d)",
+                       self.step, shown, self.bad_steps, self.cfg.train.max_bad_steps)
 
     def _log_step(
         self, epoch: int, sums: dict[str, torch.Tensor], count: int, meter: Throughput
