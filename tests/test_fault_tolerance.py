@@ -191,29 +191,3 @@ def test_tensorboard_has_no_duplicate_steps_after_a_resume(data, tmp_path):
     steps = [event.step for event in acc.Scalars("loss/loss")]
     assert steps == sorted(set(steps)) and steps[-1] == 16
 
-
-@pytest.mark.slow
-def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp_path):
-    """torchrun --max-restarts=1: rank 1 is SIGKILLed in mid-epoch; the restarted job resumes
-    from the newest step checkpoint by itself (train.auto_resume) and ends with the results and
-    weights of an undisturbed run."""
-    common = ["data.test=[{preset: duts-te}]", "train.checkpoint_every_steps=2",
-              "train.auto_resume=true"]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc_per_node=2", "--max-restarts=1"]
-    ref = subprocess.run([*launcher, "-m", "sodkit", "train", CONFIG,
-                          *overrides(data, tmp_path, "calm", batch=1), *common],
-                         cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
-    assert ref.returncode == 0, ref.stderr[-3000:]
-    entry = str(ROOT / "tests" / "elastic_kill_entry.py")
-    hit = subprocess.run([*launcher, entry, "1", "5", "train", CONFIG,
-                          *overrides(data, tmp_path, "hit", batch=1), *common],
-                         cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
-    assert hit.returncode == 0, hit.stderr[-3000:]
-    log = (tmp_path / "hit" / "train.log").read_text()
-    assert "no checkpoint" in log and "resumed from" in log and "at epoch 0, step 4" in log
-    calm = (tmp_path / "calm" / "results.json").read_text()
-    assert (tmp_path / "hit" / "results.json").read_text() == calm
-    assert_same_training_state(
-        torch.load(tmp_path / "calm" / "checkpoints" / "last.pt", weights_only=True),
-        torch.load(tmp_path / "hit" / "checkpoints" / "last.pt", weights_only=True))
