@@ -31,6 +31,7 @@ from ..data import build_train_loader
 from ..resources import resolve_workers
 from .bench import build_train_step, random_batch
 from .logging import Throughput
+from .preemption import StopRequest
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +61,9 @@ def _timed_steps(step: Any, batch: dict, steps: int, device: torch.device) -> fl
 def _timed_loop(trainer: Any, steps: int) -> float:
     """The trainer's epoch loop over ``steps`` steps, loader start included (as every epoch)."""
     trainer.steps_per_epoch = min(steps, len(trainer.train_loader) // trainer.cfg.train.accumulate)
+    trainer.epoch_step = 0  # every round is a whole epoch from its first batch
     start = time.perf_counter()
-    trainer._train_epoch(0, Throughput(trainer.steps_per_epoch, 0))
+    trainer._train_epoch(0, Throughput(trainer.steps_per_epoch, 0), StopRequest())
     images = trainer.steps_per_epoch * trainer.cfg.train.accumulate * trainer.cfg.data.batch_size
     return _rate(images, time.perf_counter() - start)
 
