@@ -59,8 +59,19 @@ class ModelCfg:
 
 @dataclass
 class LossCfg:
-    terms: dict[str, float] = field(default_factory=lambda: {"bce": 1.0, "iou": 1.0})
+    # name -> weight (`bce: 1`), or name -> {weight: w, <the term's own parameters>}
+    # (`ssim: {weight: 1, window: 11}`); checked against the registered terms by build_criterion
+    terms: dict[str, Any] = field(default_factory=lambda: {"bce": 1.0, "iou": 1.0})
     aux_weight: float = 1.0  # weight of each side output's loss (deep supervision); 0 disables
+    # one weight per side output, in the network's "aux" order; replaces aux_weight when set
+    aux_weights: list[float] | None = None
+
+    @property
+    def uses_aux(self) -> bool:
+        """Whether any side output is trained (if not, networks skip computing them)."""
+        if self.aux_weights is not None:
+            return any(w > 0 for w in self.aux_weights)
+        return self.aux_weight > 0
 
 
 @dataclass

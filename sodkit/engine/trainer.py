@@ -43,9 +43,9 @@ class Trainer:
         self.train_loader = build_train_loader(cfg, runtime.rank, runtime.world_size)
         self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         # Side outputs nobody trains are not computed (DDP needs a gradient for every parameter).
-        net = build_network(cfg.model, aux_outputs=cfg.loss.aux_weight > 0)
+        net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
         self.model = runtime.wrap(net)
-        self.criterion = build_criterion(cfg.loss)
+        self.criterion = build_criterion(cfg.loss).to(runtime.device)
         micro_batches = len(self.train_loader) // cfg.train.accumulate
         if micro_batches == 0:
             raise DataError(
