@@ -49,7 +49,9 @@ class DataCfg:
 class ModelCfg:
     name: str = "fpn"  # a registered network
     backbone: str = "resnet50"  # any timm model name that supports features_only
-    pretrained: str | None = None  # local weights file for the backbone (nothing is downloaded)
+    # backbone weights: a local timm/torchvision file (.pth, .safetensors), "timm" (timm's own
+    # ImageNet weights via its hub cache: the only download sodkit makes), or null (scratch)
+    pretrained: str | None = None
     decoder_channels: int = 64
     out_indices: list[int] | None = None  # backbone stages to use; None = all
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
