@@ -111,6 +111,9 @@ class TrainCfg:
     checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
     keep_every: int = 0  # also keep checkpoints/epoch_NNNN.pt every N epochs (0 = never)
     freeze_bn: bool = False  # BatchNorm in eval mode (running stats fixed; affine still trains)
+    # EMA of the weights (e.g. 0.999): updated after each optimizer step, evaluated, saved as
+    # the checkpoint's "ema"; test/predict use it by default. null: off
+    ema_decay: float | None = None
 
 
 @dataclass

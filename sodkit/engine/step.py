@@ -55,9 +55,11 @@ class TrainStep:
         runtime: Runtime,
         accumulate: int = 1,
         grad_clip: float | None = None,
+        ema: Any = None,
     ) -> None:
         self.model, self.criterion, self.optimizer = model, criterion, optimizer
         self.runtime, self.accumulate, self.grad_clip = runtime, accumulate, grad_clip
+        self.ema = ema  # an engine.ema.EMA, updated after each optimizer step, or None
 
     def __call__(self, batches: Iterable[dict[str, Any]], keep_outputs: bool = False
                  ) -> StepOutput:
@@ -79,6 +81,8 @@ class TrainStep:
         if micro != n:
             raise ValueError(f"an optimizer step needs {n} micro-batches, got {micro}")
         skipped = self._optimizer_step()
+        if self.ema is not None:
+            self.ema.update(self.runtime.unwrap(self.model))
         if skipped is not None:
             terms["skipped"] = skipped
         if not keep_outputs:

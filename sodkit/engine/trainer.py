@@ -27,6 +27,7 @@ from ..optim import build_optimizer, build_scheduler
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
 from .checkpoint import CheckpointManager
+from .ema import EMA
 from .evaluator import EvalResult, evaluate, write_eval_outputs
 from .logging import Progress, TensorBoard, Throughput, format_seconds
 from .runtime import Runtime
@@ -64,8 +65,10 @@ class Trainer:
         self.checkpoints = CheckpointManager(run_dir / "checkpoints", runtime)
         self.checkpoints.check_selection(cfg.eval, list(self.test_loaders))
         self.tb = TensorBoard(run_dir / "tb" if runtime.is_main else None)
+        # EMA of the weights (engine/ema.py): evaluated and saved as "ema" when train.ema_decay
+        self.ema = EMA(net, cfg.train.ema_decay) if cfg.train.ema_decay else None
         self.train_step = TrainStep(self.model, self.criterion, self.optimizer, runtime,
-                                    cfg.train.accumulate, cfg.train.grad_clip)
+                                    cfg.train.accumulate, cfg.train.grad_clip, self.ema)
 
     @property
     def global_batch(self) -> int:
@@ -90,6 +93,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.runtime.scaler.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
             "epoch": self.epoch,
             "step": self.step,
             "best": self.best,
@@ -104,6 +108,10 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.runtime.scaler.load_state_dict(state["scaler"])
+        if self.ema is not None and state.get("ema"):
+            self.ema.load_state_dict(state["ema"])
+        elif self.ema is not None:  # a checkpoint without EMA: the average starts from it
+            self.ema.reset(self.runtime.unwrap(self.model))
         self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
         self._restore_rng(state)
 
@@ -219,9 +227,10 @@ class Trainer:
         if not self.test_loaders:
             return None
         rt = self.runtime
-        rt.broadcast_buffers(self.model)
+        model = self.ema.module if self.ema is not None else self.model
+        rt.broadcast_buffers(model)
         save = pred_root if self.cfg.eval.save_predictions else None
-        result = evaluate(self.model, self.test_loaders, rt, self.cfg, save)
+        result = evaluate(model, self.test_loaders, rt, self.cfg, save)
         improved = False
         if rt.is_main:
             scalars = result.scalars()
