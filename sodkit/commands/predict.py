@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, help="network input side (default: the training size)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     add_weights_argument(parser)
+    parser.add_argument("--tta", nargs="*", choices=["hflip"], default=None,
+                        help="test-time augmentation (default: the checkpoint's eval.tta; "
+                             "--tta alone: none)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="image decoding processes")
 
@@ -74,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             claim_folder(out, "predict", force=args.force)
         runtime.barrier()
         predict_files(model, paths, transform, runtime, out,
-                      batch_size=args.batch_size, num_workers=min(args.workers, len(paths)))
+                      batch_size=args.batch_size, num_workers=min(args.workers, len(paths)),
+                      tta=cfg.eval.tta if args.tta is None else args.tta)
     finally:
         runtime.close()
     return 0

@@ -124,6 +124,9 @@ class EvalCfg:
     save_predictions: bool = True
     num_samples: int = 8  # test images shown in samples.png
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype of evaluation
+    # test-time augmentation in evaluation, test and predict: [hflip] = mean of the plain and
+    # the mirrored pass's probabilities
+    tta: list[Literal["hflip"]] = field(default_factory=list)
 
 
 @dataclass
