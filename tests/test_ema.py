@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,19 @@ def test_ema_decay_is_checked() -> None:
 
     with pytest.raises(ConfigError, match="train.ema_decay"):
         load_config(ROOT / "configs" / "demo.yaml", ["train.ema_decay=1.5"])
+
+
+def test_training_with_ema_evaluates_the_average_and_test_uses_it(data_root, tmp_path) -> None:
+    cfg = str(ROOT / "configs" / "demo.yaml")
+    overrides = tiny_overrides(data_root, tmp_path, "ema", epochs=1) + ["train.ema_decay=0.5"]
+    assert main(["train", cfg, *overrides]) == 0
+    run = tmp_path / "ema"
+    best = torch.load(run / "checkpoints" / "best.pt", weights_only=True)
+    assert best["ema"]["updates"] == 4
+    assert main(["test", cfg, *overrides, "--checkpoint", str(run / "checkpoints/best.pt"),
+                 "--out", str(tmp_path / "t_ema")]) == 0
+    assert "ema weights" in (tmp_path / "t_ema" / "test.log").read_text()
+    # the average's evaluation equals the training run's own final one
+    trained = json.loads((run / "results.json").read_text())
+    tested = json.loads((tmp_path / "t_ema" / "results.json").read_text())
+    assert trained["DUTS-TE"]["MAE"] == pytest.approx(tested["DUTS-TE"]["MAE"], abs=1e-9)
