@@ -16,7 +16,7 @@ from .errors import Preempted, UserError
 
 # sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
 COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "bench", "info",
-            "convert-checkpoint"]
+            "convert-checkpoint", "export"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,7 +51,7 @@ def test_check_data_report_and_convert_take_positionals_around_options():
 
 def test_every_command_is_covered():
     assert set(COMMANDS) == {"train", "test", "predict", "eval", "report", "check-data",
-                             "bench", "info", "convert-checkpoint"}
+                             "bench", "info", "convert-checkpoint", "export"}
 
 
 def test_bench_and_info_overrides_after_options():
@@ -71,3 +71,14 @@ def test_override_after_option_reaches_the_config(capsys):
     """A real run of the parsed command: a mistyped override after an option is still read."""
     assert main(["train", str(ROOT / "configs" / "demo.yaml"), "--overwrite", "train.epoch=3"]) == 2
     assert "train.epochs" in capsys.readouterr().err
+
+
+def test_weights_tta_and_export_arguments():
+    args = parse_args(["predict", "--checkpoint", "c.pt", "--out", "o", "x.png", "--tta", "hflip",
+                       "--weights", "model"])
+    assert (args.tta, args.weights) == (["hflip"], "model")
+    assert parse_args(["predict", "--checkpoint", "c.pt", "--out", "o", "x.png"]).tta is None
+    assert parse_args(["test", "configs/demo.yaml", "--checkpoint", "c.pt"]).weights == "auto"
+    args = parse_args(["export", "--checkpoint", "c.pt", "--onnx", "m.onnx", "--size", "96", "128",
+                       "--dynamic", "--opset", "18"])
+    assert (args.size, args.dynamic, args.opset) == ([96, 128], True, 18)

@@ -15,8 +15,11 @@ from torch import Tensor, nn
 
 from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
+from ..errors import UserError
 from . import checkpointing
 from .weights import load_matching
+
+HUB = "timm"  # model.pretrained value: timm's own ImageNet weights (downloaded to its cache)
 
 
 class Backbone(nn.Module):
@@ -40,14 +43,15 @@ class Backbone(nn.Module):
     ) -> None:
         super().__init__()
         self.name = name
-        self.body = create_features_model(name, out_indices, kwargs)
+        from_hub = pretrained == HUB
+        self.body = create_features_model(name, out_indices, kwargs, from_hub=from_hub)
         info = self.body.feature_info
         self.channels: list[int] = [int(c) for c in info.channels()]
         self.strides: list[int] = [int(s) for s in info.reduction()]
         fmt = getattr(self.body, "output_fmt", "NCHW")
         # Some families (e.g. Swin) hand out channels-last maps; decoders always get NCHW.
         self._nhwc = str(getattr(fmt, "value", fmt)).upper() == "NHWC"
-        if pretrained:
+        if pretrained and not from_hub:
             load_matching(self.body, pretrained, model_name=name)
         self.checkpointing: str | None = None  # None, or the granularity in use
         self._plan: checkpointing.Plan | None = None  # segments run instead of body.forward
@@ -75,17 +79,34 @@ class Backbone(nn.Module):
         return feats
 
 
+def size_free_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` plus what lets a family take any input size, unless the user set it.
+
+    Swin (v1, v2) builds for one ``img_size`` and rejects other sizes; with
+    ``strict_img_size=False`` timm pads to whole windows and computes the attention masks for
+    the actual size, so training sizes, multi-scale lists and test sizes all work.
+    """
+    args = dict(kwargs)
+    size_keys = {"img_size", "strict_img_size", "dynamic_img_size"}
+    if name.startswith("swin") and not size_keys & set(args):
+        args["strict_img_size"] = False
+    return args
+
+
 def create_features_model(
-    name: str, out_indices: Sequence[int] | None, kwargs: dict[str, Any]
+    name: str, out_indices: Sequence[int] | None, kwargs: dict[str, Any], from_hub: bool = False
 ) -> nn.Module:
-    """``timm.create_model`` with features_only and no download; config mistakes -> ConfigError."""
+    """``timm.create_model`` with features_only; config mistakes -> ConfigError. Nothing is
+    downloaded unless ``from_hub`` (``model.pretrained: timm``): then timm's own hub weights."""
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else " (see timm.list_models())"
         raise ConfigError(f"model.backbone: unknown timm model {name!r}{hint}")
-    args: dict[str, Any] = dict(kwargs)
+    args = size_free_kwargs(name, kwargs)
     if out_indices is not None:
         args["out_indices"] = tuple(out_indices)
+    if from_hub:
+        return _from_hub(name, args)
     try:
         return timm.create_model(name, features_only=True, pretrained=False, **args)
     except (TypeError, ValueError, AssertionError, IndexError, RuntimeError, KeyError) as exc:
@@ -93,3 +114,17 @@ def create_features_model(
             f"model.backbone: timm cannot build {name!r} with features_only=True, "
             f"out_indices={out_indices}, backbone_kwargs={kwargs}: {exc}"
         ) from exc
+
+
+def _from_hub(name: str, args: dict[str, Any]) -> nn.Module:
+    """timm's ImageNet weights through its hub cache; an unreachable hub is one line that
+    names the two ways out."""
+    try:
+        return timm.create_model(name, features_only=True, pretrained=True, **args)
+    except (OSError, RuntimeError) as exc:  # huggingface_hub / requests errors are OSErrors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"model.pretrained: timm: cannot get {name!r}'s weights from the timm hub "
+            f"({type(exc).__name__}: {first[:160]}); use a local file "
+            f"(model.pretrained=/path/to/weights.pth or .safetensors) or train from scratch "
+            f"(model.pretrained=null)") from exc

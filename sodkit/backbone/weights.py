@@ -73,9 +73,10 @@ def match_keys(model_keys: list[str], file_keys: list[str]) -> dict[str, str]:
 def load_matching(model: nn.Module, path: str | Path, model_name: str = "") -> dict[str, int]:
     """Load the file's matching tensors into ``model``; log what was loaded, missed and unused.
 
-    Returns counts (``loaded``, ``missing``, ``unused``, ``mismatched``). Missing model tensors
-    keep their random init (logged as a warning); a file matching nothing is a UserError, since
-    training would silently start from scratch.
+    Returns counts (``loaded``, ``missing``, ``unused``, ``mismatched``). Every tensor of the
+    model must come from the file with its shape (extra file tensors, e.g. a classifier head, are
+    fine and logged): a file that does not fit is a UserError with the key counts, since
+    training would silently start (partly) from scratch.
     """
     file_sd = read_state_dict(path)
     model_sd = model.state_dict()
@@ -92,15 +93,20 @@ def load_matching(model: nn.Module, path: str | Path, model_name: str = "") -> d
             f"model.pretrained: no tensor in {path} matches timm model {model_name!r} "
             f"(file keys like {list(file_sd)[:3]}, model keys like {list(model_sd)[:3]})"
         )
-    model.load_state_dict(to_load, strict=False)
-    missing = [k for k in model_sd if k not in to_load]
+    # BatchNorm's step counters are absent from older (torchvision) files and harmless to miss
+    missing = [k for k in model_sd if k not in to_load and not k.endswith("num_batches_tracked")]
     unused = sorted(set(file_sd) - {mapping[k] for k in to_load})
     counts = {"loaded": len(to_load), "missing": len(missing), "unused": len(unused),
               "mismatched": len(mismatched)}
+    absent = [k for k in missing if k not in mapping]
+    if missing or mismatched:  # half-loaded backbones train, but not as the user expects
+        raise UserError(
+            f"model.pretrained: {path} does not fit timm model {model_name!r}: "
+            f"{len(to_load)} of {len(model_sd)} tensors match, {len(absent)} missing from the "
+            f"file (e.g. {absent[:3]}), "
+            f"{len(mismatched)} with other shapes (e.g. {mismatched[:2]}), "
+            f"{len(unused)} file tensors unused")
+    model.load_state_dict(to_load, strict=False)
     log.info("pretrained %s: loaded %d/%d tensors; %d file tensors unused (e.g. %s)",
              path, len(to_load), len(model_sd), len(unused), unused[:3])
-    if missing or mismatched:
-        log.warning("pretrained %s: %d model tensors keep their init (e.g. %s); "
-                    "%d shape mismatches (e.g. %s)", path, len(missing), missing[:3],
-                    len(mismatched), mismatched[:3])
     return counts

@@ -30,15 +30,38 @@ def run_dir_of(cfg: Config) -> Path:
     return Path(cfg.output_root) / cfg.name
 
 
-def load_weights(model: nn.Module, state: dict[str, Any], source: Path) -> None:
-    """Load a checkpoint's weights, explaining a mismatch in terms of the config."""
+def add_weights_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--weights", choices=["auto", "ema", "model"], default="auto",
+                        help="which weights of the checkpoint: the EMA average (train.ema_decay) "
+                             "or the trained model; auto: ema when the checkpoint has it")
+
+
+def pick_weights(state: dict[str, Any], which: str, source: Path) -> tuple[str, dict[str, Any]]:
+    """``(name, state dict)`` of the weights ``--weights`` asks for."""
     from ..errors import UserError
 
+    ema = state.get("ema")
+    if which == "ema" and not ema:
+        raise UserError(f"{source} has no EMA weights (trained without train.ema_decay); "
+                        f"use --weights model")
+    if which != "model" and ema:
+        return "ema", ema["model"]
+    return "model", state["model"]
+
+
+def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto"
+                 ) -> str:
+    """Load a checkpoint's weights (``which``: auto | ema | model), explaining a mismatch in
+    terms of the config; returns which weights were loaded."""
+    from ..errors import UserError
+
+    name, weights = pick_weights(state, which, source)
     try:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(weights)
     except RuntimeError as exc:
         saved = state.get("config", {}).get("model", {})
         raise UserError(
             f"{source} does not fit the configured model ({exc.__class__.__name__}). The "
             f"checkpoint was trained with model={saved}; set the same model.* keys."
         ) from exc
+    return name

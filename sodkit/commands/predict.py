@@ -10,7 +10,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from ._common import load_weights
+from ._common import add_weights_argument, load_weights
 
 HELP = "predict saliency masks for images (files or folders), each at its own resolution"
 
@@ -25,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the same names (nothing else is touched)")
     parser.add_argument("--size", type=int, help="network input side (default: the training size)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    add_weights_argument(parser)
+    parser.add_argument("--tta", nargs="*", choices=["hflip"], default=None,
+                        help="test-time augmentation (default: the checkpoint's eval.tta; "
+                             "--tta alone: none)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="image decoding processes")
 
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = from_dict(Config, state["config"], prefix="")
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     model = build_network(replace(cfg.model, pretrained=None))  # weights come from the checkpoint
-    load_weights(model, state, Path(args.checkpoint))
+    load_weights(model, state, Path(args.checkpoint), args.weights)
     model = model.to(runtime.device)
     transform = build_test_transform(cfg.data, size=args.size)
     try:
@@ -73,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             claim_folder(out, "predict", force=args.force)
         runtime.barrier()
         predict_files(model, paths, transform, runtime, out,
-                      batch_size=args.batch_size, num_workers=min(args.workers, len(paths)))
+                      batch_size=args.batch_size, num_workers=min(args.workers, len(paths)),
+                      tta=cfg.eval.tta if args.tta is None else args.tta)
     finally:
         runtime.close()
     return 0

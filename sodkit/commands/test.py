@@ -13,7 +13,13 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from ._common import add_config_arguments, load_cli_config, load_weights, run_dir_of
+from ._common import (
+    add_config_arguments,
+    add_weights_argument,
+    load_cli_config,
+    load_weights,
+    run_dir_of,
+)
 
 HELP = "evaluate a checkpoint on the recipe's test sets and save predictions and results"
 
@@ -27,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                       "<checkpoint name>/, beside the training run's results)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier evaluation in that folder")
+    add_weights_argument(parser)
 
 
 def output_folder(args: argparse.Namespace, run_dir: Path) -> Path:
@@ -77,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
         runtime.barrier()
         setup_logging(out / "test.log", runtime.is_main)
         model = build_network(replace(cfg.model, pretrained=None))  # weights: the checkpoint
-        load_weights(model, state, Path(args.checkpoint))
+        which = load_weights(model, state, Path(args.checkpoint), args.weights)
         model = runtime.wrap(model)
-        logger.info("evaluating %s (epoch %s) on %s", args.checkpoint, state.get("epoch"),
-                    ", ".join(loaders))
+        logger.info("evaluating %s (epoch %s, %s weights) on %s", args.checkpoint,
+                    state.get("epoch"), which, ", ".join(loaders))
         pred_root = out / "predictions" if cfg.eval.save_predictions else None
         result = evaluate(model, loaders, runtime, cfg, pred_root)
         if runtime.is_main:

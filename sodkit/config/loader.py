@@ -212,6 +212,9 @@ def _check_values(cfg: Config) -> None:
         raise ConfigError(f"data.hflip: a probability in [0, 1], got {cfg.data.hflip}")
     if len(cfg.data.mean) != 3 or len(cfg.data.std) != 3 or min(cfg.data.std) <= 0:
         raise ConfigError("data.mean and data.std: three values each, std > 0")
+    if cfg.train.ema_decay is not None and not 0.0 < cfg.train.ema_decay < 1.0:
+        raise ConfigError(f"train.ema_decay: in (0, 1) (e.g. 0.999) or null, got "
+                          f"{cfg.train.ema_decay}")
     if len(cfg.optim.betas) != 2:
         raise ConfigError(f"optim.betas: two values, got {cfg.optim.betas}")
     check_name(cfg.name, "name", "my_run", ConfigError)

@@ -49,7 +49,9 @@ class DataCfg:
 class ModelCfg:
     name: str = "fpn"  # a registered network
     backbone: str = "resnet50"  # any timm model name that supports features_only
-    pretrained: str | None = None  # local weights file for the backbone (nothing is downloaded)
+    # backbone weights: a local timm/torchvision file (.pth, .safetensors), "timm" (timm's own
+    # ImageNet weights via its hub cache: the only download sodkit makes), or null (scratch)
+    pretrained: str | None = None
     decoder_channels: int = 64
     out_indices: list[int] | None = None  # backbone stages to use; None = all
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
@@ -59,8 +61,19 @@ class ModelCfg:
 
 @dataclass
 class LossCfg:
-    terms: dict[str, float] = field(default_factory=lambda: {"bce": 1.0, "iou": 1.0})
+    # name -> weight (`bce: 1`), or name -> {weight: w, <the term's own parameters>}
+    # (`ssim: {weight: 1, window: 11}`); checked against the registered terms by build_criterion
+    terms: dict[str, Any] = field(default_factory=lambda: {"bce": 1.0, "iou": 1.0})
     aux_weight: float = 1.0  # weight of each side output's loss (deep supervision); 0 disables
+    # one weight per side output, in the network's "aux" order; replaces aux_weight when set
+    aux_weights: list[float] | None = None
+
+    @property
+    def uses_aux(self) -> bool:
+        """Whether any side output is trained (if not, networks skip computing them)."""
+        if self.aux_weights is not None:
+            return any(w > 0 for w in self.aux_weights)
+        return self.aux_weight > 0
 
 
 @dataclass
@@ -103,6 +116,9 @@ class TrainCfg:
     max_bad_steps: int = 0  # steps with non-finite gradients skipped before the run stops
     auto_resume: bool = False  # as --resume auto: continue the run folder (elastic restarts)
     freeze_bn: bool = False  # BatchNorm in eval mode (running stats fixed; affine still trains)
+    # EMA of the weights (e.g. 0.999): updated after each optimizer step, evaluated, saved as
+    # the checkpoint's "ema"; test/predict use it by default. null: off
+    ema_decay: float | None = None
 
 
 @dataclass
@@ -113,6 +129,9 @@ class EvalCfg:
     save_predictions: bool = True
     num_samples: int = 8  # test images shown in samples.png
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype of evaluation
+    # test-time augmentation in evaluation, test and predict: [hflip] = mean of the plain and
+    # the mirrored pass's probabilities
+    tta: list[Literal["hflip"]] = field(default_factory=list)
 
 
 @dataclass

@@ -42,7 +42,8 @@ def build_train_step(cfg: Config) -> tuple[TrainStep, Runtime]:
     runtime = Runtime(cfg.runtime)
     model = runtime.wrap(build_network(cfg.model)).train()
     optimizer = build_optimizer(runtime.unwrap(model), cfg.optim, cfg.data.batch_size)
-    step = TrainStep(model, build_criterion(cfg.loss), optimizer, runtime, 1, cfg.train.grad_clip)
+    criterion = build_criterion(cfg.loss).to(runtime.device)
+    step = TrainStep(model, criterion, optimizer, runtime, 1, cfg.train.grad_clip)
     return step, runtime
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,14 +71,31 @@ class MaskWriter:
             self.send([])
 
 
+TTA = ("hflip",)  # eval.tta values
+
+
 def predict_probabilities(
-    model: nn.Module, images: torch.Tensor, runtime: Runtime, precision: str = "fp32"
+    model: nn.Module, images: torch.Tensor, runtime: Runtime, precision: str = "fp32",
+    tta: Sequence[str] = (),
 ) -> torch.Tensor:
     """Saliency probabilities (B, 1, h, w) in float32 for a normalised batch; the forward runs
-    at ``precision`` (``eval.precision``: fp32 unless the config says otherwise)."""
+    at ``precision`` (``eval.precision``: fp32 unless the config says otherwise).
+
+    ``tta`` (``eval.tta``): ``hflip`` adds a pass on the mirrored images, mirrored back; the
+    result is the mean of the passes' probabilities (averaging probabilities, not logits, so
+    one confident pass cannot outvote the other without bound).
+    """
+    unknown = set(tta) - set(TTA)
+    if unknown:
+        raise ValueError(f"eval.tta: unknown {sorted(unknown)} (known: {list(TTA)})")
     with runtime.autocast(precision):
         logits = model(images)["logits"]
-    return torch.sigmoid(logits.float())
+    probs = torch.sigmoid(logits.float())
+    if "hflip" in tta:
+        with runtime.autocast(precision):
+            flipped = model(images.flip(-1))["logits"]
+        probs = (probs + torch.sigmoid(flipped.float()).flip(-1)) / 2
+    return probs
 
 
 def to_uint8_at(prob: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
@@ -124,7 +142,7 @@ def _run_dataset(
     writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size)
     for batch in loader:
         images = batch["image"].to(runtime.device, non_blocking=True)
-        probs = predict_probabilities(net, images, runtime, cfg.eval.precision)
+        probs = predict_probabilities(net, images, runtime, cfg.eval.precision, cfg.eval.tta)
         files = []
         for i, gt in enumerate(batch["gt"]):
             pred = to_uint8_at(probs[i : i + 1], gt.shape)

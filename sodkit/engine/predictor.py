@@ -72,6 +72,7 @@ def predict_files(
     out_dir: Path,
     batch_size: int = 8,
     num_workers: int = 0,
+    tta: Sequence[str] = (),
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
 
@@ -84,7 +85,8 @@ def predict_files(
     written = []
     with eval_mode(model):
         for batch in loader:
-            probs = predict_probabilities(model, batch["image"].to(runtime.device), runtime)
+            probs = predict_probabilities(model, batch["image"].to(runtime.device), runtime,
+                                          tta=tta)
             files = []
             for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
                 target = inside(out_dir, f"{mine[index].stem}.png")

@@ -59,11 +59,13 @@ class TrainStep:
         grad_clip: float | None = None,
         guard: bool = True,
         restore_buffers: bool = False,
+        ema: Any = None,
     ) -> None:
         self.model, self.criterion, self.optimizer = model, criterion, optimizer
         self.runtime, self.accumulate, self.grad_clip = runtime, accumulate, grad_clip
         self.guard = guard  # check the gradients; skip a step whose gradients are not finite
         self.restore = guard and restore_buffers  # then also undo its BatchNorm updates
+        self.ema = ema  # an engine.ema.EMA, updated after each optimizer step, or None
 
     def __call__(self, batches: Iterable[dict[str, Any]], keep_outputs: bool = False
                  ) -> StepOutput:
@@ -88,6 +90,8 @@ class TrainStep:
             raise ValueError(f"an optimizer step needs {n} micro-batches, got {micro}")
         if self._gradients_finite():
             skipped = self._optimizer_step()
+            if self.ema is not None:
+                self.ema.update(self.runtime.unwrap(self.model))
             if skipped is not None:
                 terms["skipped"] = skipped
         else:  # the weights keep their last good values; the trainer counts and decides

@@ -27,6 +27,7 @@ from ..optim import build_optimizer, build_scheduler
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
 from .checkpoint import CheckpointManager
+from .ema import EMA
 from .evaluator import EvalResult, evaluate, write_eval_outputs
 from .logging import Progress, TensorBoard, Throughput, format_seconds
 from .preemption import Preempted, SaveClock, StopRequest
@@ -45,9 +46,9 @@ class Trainer:
         self.train_loader = build_train_loader(cfg, runtime.rank, runtime.world_size)
         self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         # Side outputs nobody trains are not computed (DDP needs a gradient for every parameter).
-        net = build_network(cfg.model, aux_outputs=cfg.loss.aux_weight > 0)
+        net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
         self.model = runtime.wrap(net)
-        self.criterion = build_criterion(cfg.loss)
+        self.criterion = build_criterion(cfg.loss).to(runtime.device)
         micro_batches = len(self.train_loader) // cfg.train.accumulate
         if micro_batches == 0:
             raise DataError(
@@ -70,9 +71,11 @@ class Trainer:
         self.tb = TensorBoard(None)  # opened by fit(), once the resume step is known
         self.clock = SaveClock(cfg.train.checkpoint_every_steps, cfg.train.checkpoint_minutes)
         self.bad_steps = 0  # steps whose gradients were not finite (not applied)
+        # EMA of the weights (engine/ema.py): evaluated and saved as "ema" when train.ema_decay
+        self.ema = EMA(net, cfg.train.ema_decay) if cfg.train.ema_decay else None
         self.train_step = TrainStep(self.model, self.criterion, self.optimizer, runtime,
                                     cfg.train.accumulate, cfg.train.grad_clip,
-                                    restore_buffers=cfg.train.max_bad_steps > 0)
+                                    restore_buffers=cfg.train.max_bad_steps > 0, ema=self.ema)
 
     @property
     def global_batch(self) -> int:
@@ -97,6 +100,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.runtime.scaler.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
             "epoch": self.epoch,
             "step": self.step,
             "steps_per_epoch": self.steps_per_epoch,
@@ -114,6 +118,10 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.runtime.scaler.load_state_dict(state["scaler"])
+        if self.ema is not None and state.get("ema"):
+            self.ema.load_state_dict(state["ema"])
+        elif self.ema is not None:  # a checkpoint without EMA: the average starts from it
+            self.ema.reset(self.runtime.unwrap(self.model))
         self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
         self.bad_steps = int(state.get("bad_steps", 0))
         self.epoch_step = int(state.get("epoch_step", 0))
@@ -277,9 +285,10 @@ class Trainer:
         if not self.test_loaders:
             return None
         rt = self.runtime
-        rt.broadcast_buffers(self.model)
+        model = self.ema.module if self.ema is not None else self.model
+        rt.broadcast_buffers(model)
         save = pred_root if self.cfg.eval.save_predictions else None
-        result = evaluate(self.model, self.test_loaders, rt, self.cfg, save)
+        result = evaluate(model, self.test_loaders, rt, self.cfg, save)
         improved = False
         if rt.is_main:
             scalars = result.scalars()

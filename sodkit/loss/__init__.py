@@ -4,8 +4,12 @@ Losses live outside the networks: a network returns logits, :class:`Criterion` t
 mask into one scalar plus detached parts for logging.
 """
 
-from . import terms
+from . import ssim, structure, terms
 from .criterion import Criterion, build_criterion
-from .terms import LOSSES, bce_loss, dice_loss, iou_loss
+from .ssim import SSIMLoss
+from .structure import structure_loss, wbce_loss, wiou_loss
+from .terms import LOSSES, bce_loss, cel_loss, dice_loss, iou_loss
 
-__all__ = ["LOSSES", "Criterion", "bce_loss", "build_criterion", "dice_loss", "iou_loss", "terms"]
+__all__ = ["LOSSES", "Criterion", "SSIMLoss", "bce_loss", "build_criterion", "cel_loss",
+           "dice_loss", "iou_loss", "ssim", "structure", "structure_loss", "terms", "wbce_loss",
+           "wiou_loss"]

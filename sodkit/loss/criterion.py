@@ -7,48 +7,69 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..config.loader import ConfigError
 from ..config.schema import LossCfg
-from .terms import LOSSES, LossFn
+from .terms import LOSSES
 
 
-class Criterion:
-    """Applies ``terms`` (name -> weight) to the main logits and, times ``aux_weight``, to each
-    side output.
+class Criterion(nn.Module):
+    """Applies ``terms`` (name -> (module, weight)) to the main logits and to each side output.
 
-    Side outputs are supervised at their own resolution: the mask is downsampled with **area**
-    interpolation (the mean of the mask over each side pixel's footprint). That is the exact
-    fraction of salient pixels the coarse logit stands for, so thin structures give soft targets
-    instead of vanishing (bilinear downsampling samples a 2x2 neighbourhood and aliases), and the
-    loss costs h*w per side instead of H*W (upsampling the side logits would).
+    An ``nn.Module``: terms with buffers (the SSIM window) follow ``criterion.to(device)``.
+
+    Side outputs are weighted either all by ``aux_weight`` or, when ``aux_weights`` is given, one
+    weight each, in the network's ``aux`` order (its length must match). They are supervised at
+    their own resolution: the mask is downsampled with **area** interpolation (the mean of the
+    mask over each side pixel's footprint). That is the exact fraction of salient pixels the
+    coarse logit stands for, so thin structures give soft targets instead of vanishing (bilinear
+    downsampling samples a 2x2 neighbourhood and aliases), and the loss costs h*w per side
+    instead of H*W (upsampling the side logits would).
 
     ``parts`` holds detached scalars for logging (no ``.item()``: reduce them at the log
-    interval): one per main term (``bce``, ``iou``, ...), ``aux`` (the unweighted sum over side
-    outputs of their weighted term sums; present only when aux_weight > 0 and there are side
-    outputs). The total is the first return value, not repeated in ``parts``.
+    interval): one per main term (``bce``, ``iou``, ...), and ``aux``: with ``aux_weight``, the
+    unweighted sum over side outputs of their weighted term sums; with ``aux_weights``, the
+    per-side weighted sum (what is added to the total). ``aux`` is present only when side
+    outputs are weighted and exist. The total is the first return value, not in ``parts``.
     """
 
-    def __init__(self, terms: dict[str, tuple[LossFn, float]], aux_weight: float = 0.0) -> None:
-        self.terms = terms
+    def __init__(self, terms: dict[str, tuple[nn.Module, float]], aux_weight: float = 0.0,
+                 aux_weights: list[float] | None = None) -> None:
+        super().__init__()
+        self.terms = nn.ModuleDict({name: term for name, (term, _) in terms.items()})
+        self.weights = {name: weight for name, (_, weight) in terms.items()}
         self.aux_weight = aux_weight
+        self.aux_weights = aux_weights
 
     def _weighted(self, logits: Tensor, target: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-        values = {name: fn(logits, target) for name, (fn, _) in self.terms.items()}
-        total = torch.stack([weight * values[name] for name, (_, weight) in self.terms.items()])
+        values = {name: term(logits, target) for name, term in self.terms.items()}
+        total = torch.stack([self.weights[name] * value for name, value in values.items()])
         return total.sum(), values
 
-    def __call__(
-        self, outputs: Mapping[str, Any], mask: Tensor
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+    def _aux(self, sides: list[Tensor], mask: Tensor) -> Tensor | None:
+        """The side outputs' contribution before ``aux_weight`` (None: nothing to add)."""
+        if self.aux_weights is None:
+            if self.aux_weight <= 0 or not sides:
+                return None
+            return torch.stack([self._weighted(s, _fit_mask(mask, s))[0] for s in sides]).sum()
+        if len(self.aux_weights) != len(sides):
+            raise ValueError(f"loss.aux_weights has {len(self.aux_weights)} weights but the "
+                             f"network returns {len(sides)} side outputs")
+        used = [(s, w) for s, w in zip(sides, self.aux_weights, strict=True) if w > 0]
+        if not used:
+            return None
+        return torch.stack([w * self._weighted(s, _fit_mask(mask, s))[0] for s, w in used]).sum()
+
+    def forward(self, outputs: Mapping[str, Any], mask: Tensor
+                ) -> tuple[Tensor, dict[str, Tensor]]:
         mask = mask.float()
         total, values = self._weighted(outputs["logits"], mask)
         parts = {name: v.detach() for name, v in values.items()}
-        sides = outputs.get("aux") or []
-        if self.aux_weight > 0 and sides:
-            aux = torch.stack([self._weighted(s, _fit_mask(mask, s))[0] for s in sides]).sum()
-            total = total + self.aux_weight * aux
+        aux = self._aux(list(outputs.get("aux") or []), mask)
+        if aux is not None:
+            scale = 1.0 if self.aux_weights is not None else self.aux_weight
+            total = total + scale * aux
             parts["aux"] = aux.detach()
         return total, parts
 
@@ -60,20 +81,37 @@ def _fit_mask(mask: Tensor, side: Tensor) -> Tensor:
     return F.interpolate(mask, size=side.shape[-2:], mode="area")
 
 
+def _build_term(name: str, entry: Any) -> tuple[nn.Module, float] | None:
+    """One ``loss.terms`` entry: a weight (``bce: 1``) or a mapping with ``weight`` and the
+    term's own parameters (``ssim: {weight: 1, window: 11}``); None when its weight is 0."""
+    key = f"loss.terms.{name}"
+    if name not in LOSSES:
+        raise ConfigError(f"{key}: {LOSSES.unknown_message(name)}")
+    params = dict(entry) if isinstance(entry, Mapping) else {"weight": entry}
+    weight = params.pop("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise ConfigError(f"{key}: the weight must be a number, got {weight!r}")
+    if weight < 0:
+        raise ConfigError(f"{key}: the weight must be >= 0, got {weight}")
+    if weight == 0:
+        return None
+    try:
+        term = LOSSES.get(name)(**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{key}: bad parameters {params}: {exc}") from exc
+    return term, float(weight)
+
+
 def build_criterion(cfg: LossCfg) -> Criterion:
     """Check the ``loss`` section against the registered terms and build the criterion."""
     if not cfg.terms:
         raise ConfigError(f"loss.terms: at least one term is needed (registered: {LOSSES.names()})")
-    terms: dict[str, tuple[LossFn, float]] = {}
-    for name, weight in cfg.terms.items():
-        if name not in LOSSES:
-            raise ConfigError(f"loss.terms.{name}: {LOSSES.unknown_message(name)}")
-        if weight < 0:
-            raise ConfigError(f"loss.terms.{name}: the weight must be >= 0, got {weight}")
-        if weight > 0:
-            terms[name] = (LOSSES.get(name), float(weight))
+    terms = {name: built for name, entry in cfg.terms.items()
+             if (built := _build_term(name, entry)) is not None}
     if not terms:
         raise ConfigError("loss.terms: every weight is 0, so nothing would be trained")
     if cfg.aux_weight < 0:
         raise ConfigError(f"loss.aux_weight: must be >= 0, got {cfg.aux_weight}")
-    return Criterion(terms, cfg.aux_weight)
+    if cfg.aux_weights is not None and any(w < 0 for w in cfg.aux_weights):
+        raise ConfigError(f"loss.aux_weights: every weight must be >= 0, got {cfg.aux_weights}")
+    return Criterion(terms, cfg.aux_weight, cfg.aux_weights)

@@ -1,9 +1,12 @@
 """Reusable network blocks shared by the networks in :mod:`sodkit.network` (no registry)."""
 
+from .cfm import CFM
 from .checkpoint import checkpoint_blocks, checkpoint_segment, frozen_batchnorm_stats
 from .conv import ConvBNAct, resize_to
+from .interaction import AIM, SIM
 from .sync_bn import AllReduceBatchNorm, convert_allreduce_batchnorm, freeze_batchnorm
 
-__all__ = ["AllReduceBatchNorm", "ConvBNAct", "checkpoint_blocks", "checkpoint_segment",
+__all__ = ["AIM", "CFM", "SIM", "AllReduceBatchNorm", "ConvBNAct", "checkpoint_blocks",
+           "checkpoint_segment",
            "convert_allreduce_batchnorm", "freeze_batchnorm", "frozen_batchnorm_stats",
            "resize_to"]

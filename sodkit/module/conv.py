@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -41,6 +42,11 @@ def resize_to(x: Tensor, size: tuple[int, int] | list[int], mode: str = "bilinea
     is not a multiple of the backbone's stride gives feature maps with rounded-up sizes
     (e.g. 72 px -> 36, 18, 9, 5, 3), which a plain 2x upsampling would not match.
     """
+    if torch.jit.is_tracing() or torch.onnx.is_in_onnx_export():
+        # keep the sizes symbolic (int() would freeze the export size into the graph); resizing
+        # to the same size is the identity, so always resizing changes no value
+        return F.interpolate(x, size=size, mode=mode,
+                             align_corners=False if mode in ("bilinear", "bicubic") else None)
     size = (int(size[0]), int(size[1]))
     if tuple(x.shape[-2:]) == size:
         return x

@@ -1,0 +1,86 @@
+"""ONNX export of a trained network with its sigmoid, checked against PyTorch with onnxruntime.
+
+The exported graph maps a normalised image batch ``image`` (B, 3, H, W) to ``saliency``
+(B, 1, H, W) probabilities. Side outputs are switched off first, so the graph holds only what
+the main output needs. The parity check runs the same random inputs through both and reports
+the largest absolute difference per input size; with ``dynamic`` (batch, height and width
+symbolic) two more sizes, neither a multiple of 32, are checked as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+
+TOLERANCE = 1e-4  # the largest accepted |onnxruntime - PyTorch| on a probability
+
+
+class SaliencyModel(nn.Module):
+    """``image -> sigmoid(network(image)["logits"])``: what a deployed model returns."""
+
+    def __init__(self, network: nn.Module) -> None:
+        super().__init__()
+        self.network = network
+
+    def forward(self, image: Tensor) -> Tensor:
+        return torch.sigmoid(self.network(image)["logits"])
+
+
+def parity_sizes(size: tuple[int, int], dynamic: bool) -> list[tuple[int, int]]:
+    """The export size, plus two other (odd-strided) sizes when the graph is dynamic."""
+    h, w = size
+    if not dynamic:
+        return [size]
+    return [size, (h + 40, w + 24), (max(32, h // 2 + 8), w + 72)]
+
+
+def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: int,
+                dynamic: bool) -> None:
+    """Write ``path`` atomically (a temporary file in the same folder, then renamed)."""
+    model.eval()
+    dummy = torch.randn(1, 3, *size)
+    axes = {0: "batch", 2: "height", 3: "width"}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+            torch.onnx.export(
+                model, (dummy,), tmp, dynamo=False, opset_version=opset,
+                input_names=["image"], output_names=["saliency"],
+                dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def check_parity(model: SaliencyModel, path: Path, sizes: list[tuple[int, int]],
+                 seed: int = 0) -> list[tuple[tuple[int, int], float]]:
+    """``[(size, max |onnxruntime - PyTorch|)]`` on seeded random inputs (batch 2 when the
+    graph is dynamic, else the export's batch of 1)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    fixed_batch = isinstance(session.get_inputs()[0].shape[0], int)
+    generator = torch.Generator().manual_seed(seed)
+    results = []
+    for size in sizes:
+        image = torch.randn(1 if fixed_batch else 2, 3, *size, generator=generator)
+        with torch.no_grad():
+            expected = model.eval()(image).numpy()
+        got = session.run(["saliency"], {"image": image.numpy()})[0]
+        if got.shape != expected.shape:
+            raise ValueError(f"onnxruntime returned {got.shape} for {tuple(image.shape)}, "
+                             f"PyTorch {expected.shape}")
+        results.append((size, float(np.abs(got - expected).max())))
+    return results
