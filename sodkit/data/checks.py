@@ -108,7 +108,7 @@ def _map(fn: Callable, items: list, threads: int) -> Iterator:
         yield from map(fn, items)
         return
     with ThreadPoolExecutor(threads) as pool:
-        yield from pool.map(fn, items, chunksize=16)
+        yield from pool.map(fn, items)
 
 
 def bad_stems(issues: list[Issue]) -> set[str]:

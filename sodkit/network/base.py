@@ -10,21 +10,23 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
 - gradient checkpointing: ``build_network`` switches the backbone's with
   ``backbone.set_checkpointing`` and sets ``checkpoint_decoder``; the network runs its decoder
   levels through :func:`~sodkit.module.checkpoint.checkpoint_segment` when that is True;
-- optionally ``set_aux_outputs(False)``: stop computing the side outputs (``"aux"`` becomes
-  ``[]``) and freeze the parameters only they use. A loss that ignores side outputs
-  (``loss.aux_weight: 0``) must not leave trainable parameters without gradients: DDP
-  (``find_unused_parameters=False``) fails on them at the second step.
+- optionally ``set_aux_outputs(False)`` (:class:`SODNetwork` provides it): stop computing the
+  side outputs (``"aux"`` becomes ``[]``) and freeze the parameters only they use. A loss that
+  ignores side outputs (``loss.aux_weight: 0``) must not leave trainable parameters without
+  gradients: DDP (``find_unused_parameters=False``) fails on them at the second step.
 - no loss, no device, rank or precision logic inside.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from torch import nn
 
 from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
+from ..module import checkpoint_segment
 from ..registry import Registry
 
 CHECKPOINTING = ("off", "backbone", "decoder", "all")  # model.checkpointing values
@@ -56,3 +58,29 @@ def set_checkpointing(net: nn.Module, mode: str) -> None:
     net.backbone.set_checkpointing(mode in ("backbone", "all"))
     net.checkpoint_decoder = mode in ("decoder", "all")
 
+
+
+class SODNetwork(nn.Module):
+    """What every network shares beyond its layers: side outputs that can be switched off and a
+    decoder that can run as checkpoint segments. Subclasses name their side heads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aux_outputs = True
+        self.checkpoint_decoder = False  # set by build_network from model.checkpointing
+
+    def aux_modules(self) -> Iterable[nn.Module]:
+        """The modules only side outputs use (frozen when side outputs are off)."""
+        return self.heads[1:]
+
+    def set_aux_outputs(self, enabled: bool) -> None:
+        """Compute (and train) the side heads or not; the main output always runs."""
+        self.aux_outputs = enabled
+        for head in self.aux_modules():
+            head.requires_grad_(enabled)
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, as one checkpoint segment when decoder checkpointing is on."""
+        if self.checkpoint_decoder:
+            return checkpoint_segment(fn, *args, owner=self)
+        return fn(*args)

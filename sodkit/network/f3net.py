@@ -10,19 +10,16 @@ corrected features. The main logits come from decoder 2's finest map; side outpu
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from torch import Tensor, nn
 
 from ..backbone import Backbone
 from ..config.schema import ModelCfg
-from ..module import CFM, ConvBNAct, checkpoint_segment, resize_to
-from .base import NETWORKS
+from ..module import CFM, ConvBNAct, resize_to
+from .base import NETWORKS, SODNetwork
 
 
 @NETWORKS.register("f3net")
-class F3Net(nn.Module):
+class F3Net(SODNetwork):
     """Backbone + two cascaded CFM decoders joined by feedback."""
 
     def __init__(self, cfg: ModelCfg) -> None:
@@ -37,20 +34,9 @@ class F3Net(nn.Module):
         self.head = nn.Conv2d(width, 1, kernel_size=1)  # decoder 2, finest: the main output
         self.head1 = nn.Conv2d(width, 1, kernel_size=1)  # decoder 1, finest
         self.side_heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans[1:])
-        self.aux_outputs = True
-        self.checkpoint_decoder = False  # set by build_network from model.checkpointing
 
-    def set_aux_outputs(self, enabled: bool) -> None:
-        """Side heads on or off; decoder 1 always runs (its output is the feedback)."""
-        self.aux_outputs = enabled
-        self.head1.requires_grad_(enabled)
-        self.side_heads.requires_grad_(enabled)
-
-    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)``, as one checkpoint segment when decoder checkpointing is on."""
-        if self.checkpoint_decoder:
-            return checkpoint_segment(fn, *args, owner=self)
-        return fn(*args)
+    def aux_modules(self) -> list[nn.Module]:
+        return [self.head1, self.side_heads]
 
     def _cascade(self, decoder: nn.ModuleList, maps: list[Tensor]) -> list[Tensor]:
         """Coarse-to-fine CFM cascade; returns the decoded map of every level (finest first)."""

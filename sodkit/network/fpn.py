@@ -12,12 +12,12 @@ from torch import Tensor, nn
 
 from ..backbone import Backbone
 from ..config.schema import ModelCfg
-from ..module import ConvBNAct, checkpoint_segment, resize_to
-from .base import NETWORKS
+from ..module import ConvBNAct, resize_to
+from .base import NETWORKS, SODNetwork
 
 
 @NETWORKS.register("fpn")
-class FPN(nn.Module):
+class FPN(SODNetwork):
     """Backbone + top-down pyramid.
 
     Output: ``{"logits": (B, 1, H, W), "aux": [...]}``: ``logits`` is the finest level's head
@@ -33,14 +33,6 @@ class FPN(nn.Module):
         self.laterals = nn.ModuleList(ConvBNAct(c, width, kernel_size=1) for c in chans)
         self.smooth = nn.ModuleList(ConvBNAct(width, width, kernel_size=3) for _ in chans)
         self.heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans)
-        self.aux_outputs = True
-        self.checkpoint_decoder = False  # set by build_network from model.checkpointing
-
-    def set_aux_outputs(self, enabled: bool) -> None:
-        """Compute (and train) the side heads or not; the finest head (``heads[0]``) always runs."""
-        self.aux_outputs = enabled
-        for head in self.heads[1:]:
-            head.requires_grad_(enabled)
 
     def _level(self, i: int, feat: Tensor, x: Tensor | None) -> tuple[Tensor, Tensor | None]:
         """One pyramid level: lateral + upsampled coarser map, smoothed; and its logit map
@@ -56,10 +48,7 @@ class FPN(nn.Module):
         sides: list[Tensor] = []
         x: Tensor | None = None
         for i in reversed(range(len(feats))):
-            if self.checkpoint_decoder:
-                x, side = checkpoint_segment(self._level, i, feats[i], x, owner=self)
-            else:
-                x, side = self._level(i, feats[i], x)
+            x, side = self._run(self._level, i, feats[i], x)
             if side is not None:
                 sides.append(side)
         logits = resize_to(sides[-1], image.shape[-2:])

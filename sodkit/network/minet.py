@@ -9,19 +9,16 @@ level predicts a logit map. The paper's decoder width (64 at ResNet-50) is ``dec
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from torch import Tensor, nn
 
 from ..backbone import Backbone
 from ..config.schema import ModelCfg
-from ..module import AIM, SIM, ConvBNAct, checkpoint_segment, resize_to
-from .base import NETWORKS
+from ..module import AIM, SIM, ConvBNAct, resize_to
+from .base import NETWORKS, SODNetwork
 
 
 @NETWORKS.register("minet")
-class MINet(nn.Module):
+class MINet(SODNetwork):
     """Backbone + AIMs + SIM decoder.
 
     Output: ``{"logits": (B, 1, H, W), "aux": [...]}``; ``aux`` holds the coarser levels' head
@@ -39,20 +36,6 @@ class MINet(nn.Module):
                                   for i in range(len(chans)))
         self.sims = nn.ModuleList(SIM(width) for _ in chans)
         self.heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans)
-        self.aux_outputs = True
-        self.checkpoint_decoder = False  # set by build_network from model.checkpointing
-
-    def set_aux_outputs(self, enabled: bool) -> None:
-        """Compute (and train) the side heads or not; the finest head (``heads[0]``) always runs."""
-        self.aux_outputs = enabled
-        for head in self.heads[1:]:
-            head.requires_grad_(enabled)
-
-    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)``, as one checkpoint segment when decoder checkpointing is on."""
-        if self.checkpoint_decoder:
-            return checkpoint_segment(fn, *args, owner=self)
-        return fn(*args)
 
     def _aim(self, i: int, *maps: Tensor) -> Tensor:
         return self.aims[i](list(maps))
