@@ -74,8 +74,8 @@ def _run(args: argparse.Namespace) -> int:
     except Preempted as exc:
         print(f"sodkit {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"sodkit {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"sodkit {args.command}: {str(exc) or 'interrupted'}", file=sys.stderr)
         return 130
     except Exception as exc:
         from .engine.runtime import log_failure

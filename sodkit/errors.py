@@ -41,3 +41,14 @@ class Preempted(Exception):
     :data:`EXIT_PREEMPTED` so that job scripts can tell it from a failure and requeue."""
 
     exit_code = EXIT_PREEMPTED
+
+
+class SaveInterrupted(KeyboardInterrupt):
+    """Ctrl-C (a second one: the first only asks to stop after the step) while a file was being
+    written. Writes are atomic, so the file there before, if any, is untouched; the message says
+    so in one line instead of a traceback through ``torch.save``."""
+
+    def __init__(self, path: object, existed: bool) -> None:
+        what = "the earlier file there is intact" if existed else "it was not written"
+        super().__init__(f"interrupted while writing {path}: {what}; files saved before are "
+                         "intact")

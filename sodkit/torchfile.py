@@ -23,23 +23,31 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import UserError
+from .errors import SaveInterrupted, UserError
 
 FORMAT = 2  # 1: numpy RNG state pickled as ndarray; 2: tensors and plain types only
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 
 
 def save_atomic(obj: Any, path: str | Path) -> None:
-    """torch.save to a temporary file, fsync, then rename: a crash never leaves half a file."""
+    """torch.save to a temporary file, fsync, then rename: a crash never leaves half a file.
+
+    Raises:
+        SaveInterrupted: Ctrl-C during the write (the temporary file is removed, ``path`` is
+            as it was).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    existed = path.exists()
     try:
         with open(tmp, "wb") as fh:
             torch.save(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except KeyboardInterrupt:
+        raise SaveInterrupted(path, existed) from None
     finally:
         tmp.unlink(missing_ok=True)
 

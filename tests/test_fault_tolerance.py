@@ -124,6 +124,48 @@ def test_sigterm_under_torchrun_stops_every_rank_at_one_step(data, tmp_path):
         torch.load(tmp_path / "ddp_cut" / "checkpoints" / "last.pt", weights_only=True))
 
 
+def run_job(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """Run a launcher; on timeout kill its whole process group (torchrun's workers included)
+    so a hang fails this test instead of outliving it."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{cmd[:6]} ran over {timeout} s:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@pytest.mark.slow
+def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp_path):
+    """torchrun --max-restarts=1: rank 1 is SIGKILLed in mid-epoch; the restarted job resumes
+    from the newest step checkpoint by itself (train.auto_resume) and ends with the results and
+    weights of an undisturbed run. The restarted rank 1 starts late, so rank 0 meets the dead
+    attempt's rendezvous entries first (they must not be taken for the new ones)."""
+    common = ["data.test=[{preset: duts-te}]", "train.checkpoint_every_steps=2",
+              "train.auto_resume=true"]
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc_per_node=2", "--max-restarts=1"]
+    calm = run_job([*launcher, "-m", "sodkit", "train", CONFIG,
+                    *overrides(data, tmp_path, "calm", batch=1), *common])
+    assert calm.returncode == 0, calm.stderr[-3000:]
+    entry = str(ROOT / "tests" / "elastic_kill_entry.py")
+    hit = run_job([*launcher, entry, "1", "5", "train", CONFIG,
+                   *overrides(data, tmp_path, "hit", batch=1), *common])
+    assert hit.returncode == 0, hit.stderr[-3000:]
+    assert "exitcode: -9" in hit.stderr  # the first attempt really lost rank 1
+    assert "no checkpoint" in hit.stdout + hit.stderr  # the first attempt started afresh
+    log = (tmp_path / "hit" / "train.log").read_text()
+    assert "resumed from" in log and "at epoch 0, step 4" in log
+    assert (tmp_path / "hit" / "results.json").read_text() == \
+        (tmp_path / "calm" / "results.json").read_text()
+    assert_same_training_state(
+        torch.load(tmp_path / "calm" / "checkpoints" / "last.pt", weights_only=True),
+        torch.load(tmp_path / "hit" / "checkpoints" / "last.pt", weights_only=True))
+
+
 def test_a_truncated_last_checkpoint_falls_back_to_the_previous_one(data, tmp_path, straight,
                                                                     caplog):
     args = [*overrides(data, tmp_path, "trunc"), "train.checkpoint_every_steps=3"]
@@ -139,6 +181,34 @@ def test_a_truncated_last_checkpoint_falls_back_to_the_previous_one(data, tmp_pa
     assert "skipping" in caplog.text and "step_00000006.pt (step 6)" in caplog.text
     resumed = torch.load(last, weights_only=True)
     assert_same_training_state(straight, resumed)
+
+
+def test_ctrl_c_during_a_save_says_so_in_one_line_and_loses_nothing(data, tmp_path, straight):
+    """The first Ctrl-C asks to stop after the step; a second one, pressed while the step-6
+    checkpoint is being written, stops at once: one line, no temporary file left, the step-3
+    checkpoint still whole and the run still resumable to the uninterrupted result."""
+    args = [*overrides(data, tmp_path, "ctrlc"), "train.checkpoint_every_steps=3"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "slow_save_entry.py"), "6",
+                             "train", CONFIG, *args], cwd=ROOT, env=env(), text=True,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("SLOW SAVE"):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            break
+    lines.extend(proc.stderr)
+    assert proc.wait(timeout=60) == 130, "".join(lines[-20:])
+    folder = tmp_path / "ctrlc" / "checkpoints"
+    assert lines[-1].startswith(f"sodkit train: interrupted while writing {folder}"
+                                f"/step_00000006.pt: it was not written"), lines[-3:]
+    assert "Traceback" not in "".join(lines)
+    assert sorted(p.name for p in folder.iterdir()) == ["last.pt", "step_00000003.pt"]
+    assert torch.load(folder / "last.pt", weights_only=True)["step"] == 3
+    assert main(["train", CONFIG, *args, "--resume", "auto"]) == 0
+    assert_same_training_state(straight, torch.load(folder / "last.pt", weights_only=True))
 
 
 def test_a_diverging_run_stops_naming_the_step_and_keeps_the_good_checkpoint(data, tmp_path):

@@ -31,6 +31,7 @@ from torch import nn
 from ..config import ConfigError, RuntimeCfg
 from ..resources import default_threads
 from ..torchfile import load_checkpoint, numpy_state, plain_numpy_state, save_atomic
+from . import rendezvous
 from .accel import compile_model, to_channels_last
 
 logger = logging.getLogger(__name__)
@@ -187,6 +188,12 @@ class Runtime:
         if self.env.launcher == "slurm":  # no torchrun store: rendezvous at the first node
             options.update(init_method=f"tcp://{self.env.master_addr}:{self.env.master_port}",
                            rank=self.rank, world_size=self.world_size)
+        elif self.env.launcher == "torchrun" and rendezvous.uses_agent_store():
+            # the agent's store outlives failed attempts: meet in this attempt's own key space
+            store = rendezvous.agent_store(options["timeout"])
+            token = rendezvous.attempt_token(store, self.rank, self.world_size, options["timeout"])
+            options.update(store=rendezvous.attempt_store(store, token), rank=self.rank,
+                           world_size=self.world_size)
         dist.init_process_group(**options)
         if self.is_main:
             logger.info("distributed: %d processes (%s, %s), master %s", self.world_size,
