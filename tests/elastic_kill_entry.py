@@ -1,11 +1,13 @@
 """Test-only entry point: ``sodkit`` whose rank RANK is SIGKILLed before optimizer step STEP,
-in the first attempt of a torchrun job only (``TORCHELASTIC_RESTART_COUNT`` = 0).
+once per job: the kill creates the file MARKER, and no process kills itself while it exists.
 
-``python tests/elastic_kill_entry.py RANK STEP <sodkit arguments>`` under ``torchrun
+``python tests/elastic_kill_entry.py RANK STEP MARKER <sodkit arguments>`` under ``torchrun
 --max-restarts=K``: the restarted job must continue from the newest checkpoint by itself. In the
-restarted attempts the same rank starts 3 s late, as a slow node does: the other ranks must not
-mistake the dead attempt's rendezvous entries (torchelastic's store outlives its workers) for its.
-Production code has no failure switch; this script patches its own process only.
+restarted attempt rank 0 starts 3 s late, as a slow node does: the other ranks must not mistake
+the dead attempt's rendezvous entries (torchelastic's store outlives its workers) for its.
+(``TORCHELASTIC_RESTART_COUNT`` cannot tell the attempts apart: on several nodes, an agent that
+restarts because another node's worker died does not count it.) Production code has no failure
+switch; this script patches its own process only.
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 from sodkit.cli import main
 from sodkit.engine.runtime import Runtime
 
 
-def inject(kill_rank: int, kill_step: int) -> None:
+def inject(kill_rank: int, kill_step: int, marker: Path) -> None:
     original = Runtime.optimizer_step
     calls = {"n": 0}
 
     def optimizer_step(self, optimizer, model, grad_clip):
         calls["n"] += 1
         if self.rank == kill_rank and calls["n"] == kill_step:
+            marker.touch(exist_ok=False)
             os.kill(os.getpid(), signal.SIGKILL)  # no handler, no cleanup: a lost machine
         return original(self, optimizer, model, grad_clip)
 
@@ -33,9 +37,9 @@ def inject(kill_rank: int, kill_step: int) -> None:
 
 
 if __name__ == "__main__":
-    rank, step = int(sys.argv[1]), int(sys.argv[2])
-    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
-        inject(rank, step)
-    elif int(os.environ.get("RANK", "0")) == 0:
+    rank, step, marker = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+    if not marker.exists():
+        inject(rank, step, marker)
+    elif os.environ.get("RANK") == "0":
         time.sleep(3.0)
-    raise SystemExit(main(sys.argv[3:]))
+    raise SystemExit(main(sys.argv[4:]))

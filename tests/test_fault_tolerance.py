@@ -6,11 +6,14 @@ were never interrupted (CPU, ``runtime.deterministic=true``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -124,45 +127,93 @@ def test_sigterm_under_torchrun_stops_every_rank_at_one_step(data, tmp_path):
         torch.load(tmp_path / "ddp_cut" / "checkpoints" / "last.pt", weights_only=True))
 
 
-def run_job(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
-    """Run a launcher; on timeout kill its whole process group (torchrun's workers included)
-    so a hang fails this test instead of outliving it."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+def run_jobs(*cmds: list[str], timeout: float = 240) -> list[subprocess.CompletedProcess]:
+    """Run launchers side by side (one per node), each in its own process group with its output
+    in files; past ``timeout`` every group is killed (torchrun's workers included), so that a
+    hang fails the test instead of outliving it."""
+    files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in cmds]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env=env(), text=True, start_new_session=True,
+                              stdout=out, stderr=err)
+             for cmd, (out, err) in zip(cmds, files, strict=True)]
+    deadline = time.monotonic() + timeout
     try:
-        out, err = proc.communicate(timeout=timeout)
+        for proc in procs:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{cmd[:6]} ran over {timeout} s:\n{err[-3000:]}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        pytest.fail(f"{len(procs)} launcher(s) ran over {timeout} s:\n" + read(files[0][1]))
+    return [subprocess.CompletedProcess(proc.args, proc.returncode, read(out), read(err))
+            for proc, (out, err) in zip(procs, files, strict=True)]
+
+
+def read(stream) -> str:
+    stream.seek(0)
+    text = stream.read()
+    stream.close()
+    return text
+
+
+ELASTIC = ["data.test=[{preset: duts-te}]", "train.checkpoint_every_steps=2",
+           "train.auto_resume=true"]
+
+
+def torchrun(*options: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", *options]
+
+
+@pytest.fixture(scope="module")
+def calm_elastic(data, tmp_path_factory) -> Path:
+    """The undisturbed 2-process job the restarted ones are compared with."""
+    out = tmp_path_factory.mktemp("calm")
+    [calm] = run_jobs([*torchrun("--standalone", "--nproc_per_node=2", "--max-restarts=1"),
+                       "-m", "sodkit", "train", CONFIG, *overrides(data, out, "calm", batch=1),
+                       *ELASTIC])
+    assert calm.returncode == 0, calm.stderr[-3000:]
+    return out / "calm"
+
+
+def one_node() -> list[list[str]]:
+    return [torchrun("--standalone", "--nproc_per_node=2", "--max-restarts=1")]
+
+
+def two_nodes() -> list[list[str]]:
+    """Two agents of one process each: the agent whose worker survives restarts it without
+    counting a restart, so the nodes' TORCHELASTIC_RESTART_COUNT differ afterwards."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return [torchrun("--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}",
+                     "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+                     "--rdzv_id=sodkit-elastic", "--max-restarts=1") for node in (0, 1)]
 
 
 @pytest.mark.slow
-def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp_path):
-    """torchrun --max-restarts=1: rank 1 is SIGKILLed in mid-epoch; the restarted job resumes
-    from the newest step checkpoint by itself (train.auto_resume) and ends with the results and
-    weights of an undisturbed run. The restarted rank 1 starts late, so rank 0 meets the dead
+@pytest.mark.parametrize("launch", [one_node, two_nodes])
+def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp_path,
+                                                                      calm_elastic, launch):
+    """--max-restarts=1: rank 1 is SIGKILLed in mid-epoch; the restarted job resumes from the
+    newest step checkpoint by itself (train.auto_resume) and ends with the results and weights
+    of an undisturbed run. The restarted rank 0 starts late, so the other rank meets the dead
     attempt's rendezvous entries first (they must not be taken for the new ones)."""
-    common = ["data.test=[{preset: duts-te}]", "train.checkpoint_every_steps=2",
-              "train.auto_resume=true"]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc_per_node=2", "--max-restarts=1"]
-    calm = run_job([*launcher, "-m", "sodkit", "train", CONFIG,
-                    *overrides(data, tmp_path, "calm", batch=1), *common])
-    assert calm.returncode == 0, calm.stderr[-3000:]
-    entry = str(ROOT / "tests" / "elastic_kill_entry.py")
-    hit = run_job([*launcher, entry, "1", "5", "train", CONFIG,
-                   *overrides(data, tmp_path, "hit", batch=1), *common])
-    assert hit.returncode == 0, hit.stderr[-3000:]
-    assert "exitcode: -9" in hit.stderr  # the first attempt really lost rank 1
-    assert "no checkpoint" in hit.stdout + hit.stderr  # the first attempt started afresh
+    marker = tmp_path / "killed"
+    entry = [str(ROOT / "tests" / "elastic_kill_entry.py"), "1", "5", str(marker), "train",
+             CONFIG, *overrides(data, tmp_path, "hit", batch=1), *ELASTIC]
+    done = run_jobs(*[[*agent, *entry] for agent in launch()])
+    for job in done:
+        assert job.returncode == 0, job.stderr[-3000:]
+    output = "".join(job.stdout + job.stderr for job in done)
+    assert marker.exists() and "exitcode: -9" in output  # the first attempt really lost rank 1
+    assert "no checkpoint" in output  # the first attempt started afresh
     log = (tmp_path / "hit" / "train.log").read_text()
     assert "resumed from" in log and "at epoch 0, step 4" in log
     assert (tmp_path / "hit" / "results.json").read_text() == \
-        (tmp_path / "calm" / "results.json").read_text()
+        (calm_elastic / "results.json").read_text()
     assert_same_training_state(
-        torch.load(tmp_path / "calm" / "checkpoints" / "last.pt", weights_only=True),
+        torch.load(calm_elastic / "checkpoints" / "last.pt", weights_only=True),
         torch.load(tmp_path / "hit" / "checkpoints" / "last.pt", weights_only=True))
 
 
