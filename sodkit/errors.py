@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import re
+import shutil
+from pathlib import Path
 
 # torch's DataLoader re-raises a worker's exception as the same class with the worker's whole
 # traceback as its message; the last line "module.Class: message" holds what the user needs.
@@ -52,3 +56,20 @@ class SaveInterrupted(KeyboardInterrupt):
         what = "the earlier file there is intact" if existed else "it was not written"
         super().__init__(f"interrupted while writing {path}: {what}; files saved before are "
                          "intact")
+
+
+class WriteFailed(UserError):
+    """A file could not be written (disk full, no permission, file size limit). Writes are
+    atomic, so what was there before is untouched; the run stops with one line saying so."""
+
+    def __init__(self, path: object, existed: bool, error: OSError) -> None:
+        reason = error.strerror or str(error)
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            with contextlib.suppress(OSError):
+                free = shutil.disk_usage(Path(str(path)).parent).free
+                reason += f" ({free / 2**20:.0f} MiB free there)"
+        what = ("the file there before is intact" if existed
+                else "it was not written; files saved before are intact")
+        super().__init__(f"could not write {path}: {reason}; {what}. Free some space or choose "
+                         "another folder, then run again (training continues with --resume "
+                         "auto)")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import SaveInterrupted, UserError
+from .errors import SaveInterrupted, UserError, WriteFailed
 
 FORMAT = 2  # 1: numpy RNG state pickled as ndarray; 2: tensors and plain types only
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
@@ -35,21 +35,50 @@ def save_atomic(obj: Any, path: str | Path) -> None:
     Raises:
         SaveInterrupted: Ctrl-C during the write (the temporary file is removed, ``path`` is
             as it was).
+        WriteFailed: the disk is full, the folder is not writable, a file size limit was met
+            (again ``path`` is as it was).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     existed = path.exists()
+    watched: _Watched | None = None
     try:
         with open(tmp, "wb") as fh:
-            torch.save(obj, fh)
+            watched = _Watched(fh)
+            torch.save(obj, watched)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except KeyboardInterrupt:
         raise SaveInterrupted(path, existed) from None
+    except OSError as exc:
+        raise WriteFailed(path, existed, exc) from None
+    except RuntimeError:
+        if watched is None or watched.error is None:
+            raise
+        raise WriteFailed(path, existed, watched.error) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+class _Watched:
+    """The file torch.save writes through. torch's zip writer turns a failed write (a full disk)
+    into an opaque ``RuntimeError: ... unexpected pos 704 vs 598``; this keeps the OSError."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh, self.error = fh, None
+        self.name = getattr(fh, "name", None)  # as a file's, for whoever reports on it
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
 
 
 def _numpy_globals() -> list[Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -258,6 +259,36 @@ def test_ctrl_c_during_a_save_says_so_in_one_line_and_loses_nothing(data, tmp_pa
     assert "Traceback" not in "".join(lines)
     assert sorted(p.name for p in folder.iterdir()) == ["last.pt", "step_00000003.pt"]
     assert torch.load(folder / "last.pt", weights_only=True)["step"] == 3
+    assert main(["train", CONFIG, *args, "--resume", "auto"]) == 0
+    assert_same_training_state(straight, torch.load(folder / "last.pt", weights_only=True))
+
+
+def test_a_full_disk_stops_the_run_in_one_line_and_keeps_what_was_saved(data, tmp_path,
+                                                                         straight):
+    """A resumed run whose next checkpoint does not fit (a file size limit below a checkpoint's
+    size stands in for a full disk) stops with one line naming the file and the reason; the
+    checkpoints written before are untouched, and once there is room the run finishes as if
+    nothing had happened."""
+    args = [*overrides(data, tmp_path, "full"), "train.checkpoint_every_steps=3"]
+    code, _ = start_and_signal([sys.executable, "-m", "sodkit", "train", CONFIG, *args], 4)
+    assert code == EXIT_PREEMPTED
+    folder = tmp_path / "full" / "checkpoints"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    limit = (folder / "last.pt").stat().st_size // 2
+
+    def small_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run([sys.executable, "-m", "sodkit", "train", CONFIG, *args, "--resume",
+                           "auto"], cwd=ROOT, env=env(), capture_output=True, text=True,
+                          timeout=300, preexec_fn=small_disk)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    error = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+    assert len(error) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"could not write {folder}/step_00000006.pt: File too large" in error[0]
+    assert "it was not written; files saved before are intact" in error[0]
+    assert "--resume auto" in error[0]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     assert main(["train", CONFIG, *args, "--resume", "auto"]) == 0
     assert_same_training_state(straight, torch.load(folder / "last.pt", weights_only=True))
 
