@@ -6,10 +6,14 @@ Command modules import torch and friends inside ``run`` only, so ``sodkit --help
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import json
 import logging
 import os
 import sys
+import time
+from pathlib import Path
 
 from . import __version__
 from .errors import Preempted, UserError
@@ -69,19 +73,44 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
-        print(f"sodkit {args.command}: error: {exc}", file=sys.stderr)
+        _report(args, f"error: {exc}")
         return 2
     except Preempted as exc:
-        print(f"sodkit {args.command}: {exc}", file=sys.stderr)
+        _report(args, str(exc))
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        print(f"sodkit {args.command}: {str(exc) or 'interrupted'}", file=sys.stderr)
+        _report(args, str(exc) or "interrupted")
         return 130
     except Exception as exc:
         from .engine.runtime import log_failure
 
         log_failure(exc)
         raise
+
+
+def _report(args: argparse.Namespace, message: str) -> None:
+    """One line on stderr. Under torchrun it also goes to the launcher's error file, so that
+    torchrun's failure summary shows it for each rank, and only rank 0 prints it: a config error
+    is otherwise printed by every one of 64 processes."""
+    line = f"sodkit {args.command}: {message}"
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:
+        with contextlib.suppress(OSError):
+            # torchelastic's format; its summary shows `py_callstack` as the traceback
+            info = {"py_callstack": line, "timestamp": str(int(time.time()))}
+            Path(error_file).write_text(json.dumps({"message": {"message": line,
+                                                                "extraInfo": info}}))
+    if not error_file or _rank() == 0:
+        print(line, file=sys.stderr)
+
+
+def _rank() -> int:
+    from .engine.runtime import detect_dist_env
+
+    try:
+        return detect_dist_env().rank
+    except UserError:
+        return 0
 
 
 if __name__ == "__main__":

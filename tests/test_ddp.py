@@ -217,6 +217,20 @@ def test_a_failing_rank_stops_the_job_and_is_named(data_root, out, launch):
     assert "rank 1 of 2" in text and "injected failure at step 3" in text, text[-3000:]
 
 
+def test_a_config_error_under_torchrun_is_one_line_and_in_the_failure_summary(data_root, out):
+    """Every rank finds the same bad setting: rank 0 prints it once, and torchrun's failure
+    summary shows it for each rank instead of "To enable traceback see ..."."""
+    proc = torchrun("-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "badlr"),
+                    "optim.lr=0", timeout=120)
+    assert proc.returncode != 0
+    said = "sodkit train: error: optim.lr: must be > 0"
+    printed = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith(said)]
+    assert len(printed) == 1, proc.stderr[-3000:]
+    summary = proc.stderr[proc.stderr.index("Root Cause"):]
+    assert f"traceback : {said}" in summary and "To enable traceback" not in proc.stderr
+    assert "Traceback" not in summary
+
+
 def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
     """`torchrun -m sodkit train configs/demo.yaml`: eval every epoch on both ranks (7 test images,
     batch 3: shards of 4 and 3, so rank 1 joins one empty round of the prediction writer), side
