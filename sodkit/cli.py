@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .errors import Preempted, UserError
+from .errors import Preempted, UserError, worker_death
 
 # sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
 COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "bench", "info",
@@ -82,6 +82,11 @@ def _run(args: argparse.Namespace) -> int:
         _report(args, str(exc) or "interrupted")
         return 130
     except Exception as exc:
+        reason = worker_death(exc)
+        if reason is not None:
+            resume = "; training continues from its last checkpoint with --resume auto"
+            _report(args, f"error: {reason}{resume if args.command == 'train' else ''}")
+            return 1
         from .engine.runtime import log_failure
 
         log_failure(exc)

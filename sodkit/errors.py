@@ -12,6 +12,9 @@ from pathlib import Path
 # traceback as its message; the last line "module.Class: message" holds what the user needs.
 _WORKER_TRACEBACK = re.compile(r"^Caught \w+ in DataLoader worker process \d+\.")
 _LAST_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception): (.*)$")
+# torch's DataLoader when a worker process dies (its SIGCHLD handler, or a failed queue read)
+_WORKER_DEATH = re.compile(r"DataLoader worker \(pid\(?s?\)? ([\d, ]+)\) "
+                           r"(?:is killed by signal: ([\w ]+?)\.?\s*$|exited unexpectedly)")
 
 
 def _one_line(message: str) -> str:
@@ -73,3 +76,20 @@ class WriteFailed(UserError):
         super().__init__(f"could not write {path}: {reason}; {what}. Free some space or choose "
                          "another folder, then run again (training continues with --resume "
                          "auto)")
+
+
+def worker_death(exc: BaseException) -> str | None:
+    """What to tell the user when a DataLoader worker process died, or None for other errors.
+
+    torch raises this from its SIGCHLD handler wherever the main process happens to be (deep in
+    a convolution, say), so the traceback says nothing useful; the cause is nearly always the
+    out-of-memory killer.
+    """
+    found = _WORKER_DEATH.search(str(exc)) if isinstance(exc, RuntimeError) else None
+    if found is None:
+        return None
+    how = f"was killed by a signal ({found.group(2)})" if found.group(2) else \
+        "exited unexpectedly"
+    return (f"a data loading worker (pid {found.group(1)}) {how}, most often by the system's "
+            "out-of-memory killer: lower data.num_workers or data.prefetch_factor, or give the "
+            "job more memory")

@@ -293,6 +293,32 @@ def test_a_full_disk_stops_the_run_in_one_line_and_keeps_what_was_saved(data, tm
     assert_same_training_state(straight, torch.load(folder / "last.pt", weights_only=True))
 
 
+def test_a_killed_loader_worker_ends_in_one_line_and_the_run_resumes(data, tmp_path):
+    """The out-of-memory killer takes a DataLoader worker (SIGKILL): torch reports it from its
+    SIGCHLD handler wherever the main process is, as a traceback through the network; sodkit
+    says what happened and what to change in one line, and the step checkpoint is there."""
+    args = [*overrides(data, tmp_path, "oom"), "data.num_workers=2",
+            "train.checkpoint_every_steps=2"]
+    proc = subprocess.Popen([sys.executable, "-m", "sodkit", "train", CONFIG, *args], cwd=ROOT,
+                            env=env(), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    lines, victim = [], None
+    for line in proc.stdout:
+        lines.append(line)
+        if victim is None and " step 5/" in line:
+            workers = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            victim = int(workers[0])
+            os.kill(victim, signal.SIGKILL)
+    assert proc.wait(timeout=120) == 1, "".join(lines[-20:])
+    assert lines[-1].startswith(f"sodkit train: error: a data loading worker (pid {victim}) "
+                                "was killed"), lines[-3:]
+    assert "lower data.num_workers" in lines[-1] and "--resume auto" in lines[-1]
+    assert "Traceback" not in "".join(lines)
+    assert torch.load(tmp_path / "oom" / "checkpoints" / "last.pt", weights_only=True)["step"] >= 4
+    assert main(["train", CONFIG, *args, "--resume", "auto"]) == 0
+    assert torch.load(tmp_path / "oom" / "checkpoints" / "last.pt", weights_only=True)["step"] == 16
+
+
 def test_a_diverging_run_stops_naming_the_step_and_keeps_the_good_checkpoint(data, tmp_path):
     # epoch 1 trains normally and saves; at the epoch-2 milestone the LR grows 1e12 times
     args = [*overrides(data, tmp_path, "nan"), "optim.name=sgd", "optim.lr=0.01",
