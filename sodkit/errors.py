@@ -50,15 +50,19 @@ class Preempted(Exception):
     exit_code = EXIT_PREEMPTED
 
 
+def _left_intact(existed: bool) -> str:
+    """What an atomic write that did not finish left behind."""
+    return ("the file there before is intact" if existed
+            else "it was not written; files saved before are intact")
+
+
 class SaveInterrupted(KeyboardInterrupt):
     """Ctrl-C (a second one: the first only asks to stop after the step) while a file was being
     written. Writes are atomic, so the file there before, if any, is untouched; the message says
     so in one line instead of a traceback through ``torch.save``."""
 
     def __init__(self, path: object, existed: bool) -> None:
-        what = "the earlier file there is intact" if existed else "it was not written"
-        super().__init__(f"interrupted while writing {path}: {what}; files saved before are "
-                         "intact")
+        super().__init__(f"interrupted while writing {path}: {_left_intact(existed)}")
 
 
 class WriteFailed(UserError):
@@ -71,11 +75,9 @@ class WriteFailed(UserError):
             with contextlib.suppress(OSError):
                 free = shutil.disk_usage(Path(str(path)).parent).free
                 reason += f" ({free / 2**20:.0f} MiB free there)"
-        what = ("the file there before is intact" if existed
-                else "it was not written; files saved before are intact")
-        super().__init__(f"could not write {path}: {reason}; {what}. Free some space or choose "
-                         "another folder, then run again (training continues with --resume "
-                         "auto)")
+        super().__init__(f"could not write {path}: {reason}; {_left_intact(existed)}. Free "
+                         "some space or choose another folder, then run again (training "
+                         "continues with --resume auto)")
 
 
 def worker_death(exc: BaseException) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import cv2
@@ -47,3 +48,15 @@ def tiny_overrides(data_root: Path, out: Path, name: str, epochs: int = 2) -> li
         "model.backbone=resnet18", "model.decoder_channels=16", f"train.epochs={epochs}",
         "train.log_every=2", "train.image_every=2", "eval.every=1", "eval.num_samples=3",
     ]
+
+
+def free_port(low: int | None = None, high: int | None = None) -> int:
+    """A port free on 127.0.0.1 now (any, or the first free one in [low, high))."""
+    for port in range(low, high) if low else [0]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port")

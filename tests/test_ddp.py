@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import pytest
 import torch
 
 from sodkit.cli import main
-from tests.sod_fixtures import write_duts_layout
+from tests.sod_fixtures import free_port, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "demo.yaml")
@@ -52,17 +51,6 @@ def overrides(data_root: Path, out: Path, name: str, batch: int = 4) -> list[str
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
     return {**env, "OMP_NUM_THREADS": "1", **extra}
-
-
-def free_port(low: int | None = None, high: int | None = None) -> int:
-    for port in range(low, high) if low else [0]:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return s.getsockname()[1]
-    raise RuntimeError("no free port")
 
 
 def torchrun(*args: str, nproc: int = 2, launcher: list[str] | None = None,

@@ -11,7 +11,6 @@ import os
 import random
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import torch
 
 from sodkit.cli import main
 from sodkit.errors import EXIT_PREEMPTED
-from tests.sod_fixtures import write_duts_layout
+from tests.sod_fixtures import free_port, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "demo.yaml")
@@ -183,10 +182,7 @@ def one_node() -> list[list[str]]:
 def two_nodes() -> list[list[str]]:
     """Two agents of one process each: the agent whose worker survives restarts it without
     counting a restart, so the nodes' TORCHELASTIC_RESTART_COUNT differ afterwards."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     return [torchrun("--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}",
                      "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
                      "--rdzv_id=sodkit-elastic", "--max-restarts=1") for node in (0, 1)]

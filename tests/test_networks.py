@@ -46,8 +46,9 @@ def test_equal_stride_backbone(name: str) -> None:
         _check_outputs(model(torch.randn(1, 3, 64, 64)), 1, 64, 64)
 
 
-def test_fpn_aux_is_coarse_to_fine() -> None:
-    model = build_network(ModelCfg(name="fpn", backbone="resnet18", decoder_channels=8)).eval()
+@pytest.mark.parametrize("name", ["fpn", "minet"])
+def test_top_down_aux_is_coarse_to_fine(name: str) -> None:
+    model = build_network(ModelCfg(name=name, backbone="resnet18", decoder_channels=8)).eval()
     with torch.no_grad():
         outputs = model(torch.randn(1, 3, 64, 64))
     assert [side.shape[-1] for side in outputs["aux"]] == [2, 4, 8, 16]  # strides 32..4
@@ -78,13 +79,6 @@ def test_without_aux_outputs_every_trainable_parameter_gets_a_gradient(name: str
     for pname, param in lean.named_parameters():
         assert (param.grad is not None) == param.requires_grad, pname
     assert any(not p.requires_grad for p in lean.parameters())
-
-
-def test_minet_aux_is_coarse_to_fine() -> None:
-    model = build_network(ModelCfg(name="minet", backbone="resnet18", decoder_channels=8)).eval()
-    with torch.no_grad():
-        outputs = model(torch.randn(1, 3, 64, 64))
-    assert [side.shape[-1] for side in outputs["aux"]] == [2, 4, 8, 16]  # strides 32..4
 
 
 def test_f3net_aux_holds_decoder2_levels_then_decoder1() -> None:

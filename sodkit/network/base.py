@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
-from ..module import checkpoint_segment
+from ..module import checkpoint_segment, resize_to
 from ..registry import Registry
 
 CHECKPOINTING = ("off", "backbone", "decoder", "all")  # model.checkpointing values
@@ -78,6 +78,18 @@ class SODNetwork(nn.Module):
         self.aux_outputs = enabled
         for head in self.aux_modules():
             head.requires_grad_(enabled)
+
+    def _top_down(self, levels: list[Tensor], image: Tensor) -> dict[str, Tensor | list[Tensor]]:
+        """Run ``self._level(i, levels[i], x)`` from the coarsest level to the finest, carrying
+        the running map ``x``; the finest level's logits, at the image size, are the output and
+        the coarser ones the side outputs, coarse to fine."""
+        sides: list[Tensor] = []
+        x: Tensor | None = None
+        for i in reversed(range(len(levels))):
+            x, side = self._run(self._level, i, levels[i], x)
+            if side is not None:
+                sides.append(side)
+        return {"logits": resize_to(sides[-1], image.shape[-2:]), "aux": sides[:-1]}
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``, as one checkpoint segment when decoder checkpointing is on."""

@@ -44,12 +44,4 @@ class FPN(SODNetwork):
         return x, self.heads[i](x) if i == 0 or self.aux_outputs else None
 
     def forward(self, image: Tensor) -> dict[str, Tensor | list[Tensor]]:
-        feats = self.backbone(image)
-        sides: list[Tensor] = []
-        x: Tensor | None = None
-        for i in reversed(range(len(feats))):
-            x, side = self._run(self._level, i, feats[i], x)
-            if side is not None:
-                sides.append(side)
-        logits = resize_to(sides[-1], image.shape[-2:])
-        return {"logits": logits, "aux": sides[:-1]}
+        return self._top_down(self.backbone(image), image)

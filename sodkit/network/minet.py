@@ -55,11 +55,4 @@ class MINet(SODNetwork):
         for i in range(len(lat)):
             neighbours = [lat[j] for j in (i - 1, i + 1) if 0 <= j < len(lat)]
             aimed.append(self._run(self._aim, i, lat[i], *neighbours))
-        sides: list[Tensor] = []
-        x: Tensor | None = None
-        for i in reversed(range(len(aimed))):
-            x, side = self._run(self._level, i, aimed[i], x)
-            if side is not None:
-                sides.append(side)
-        logits = resize_to(sides[-1], image.shape[-2:])
-        return {"logits": logits, "aux": sides[:-1]}
+        return self._top_down(aimed, image)
