@@ -21,7 +21,8 @@ from .config.schema import OptimCfg, ScheduleCfg
 log = logging.getLogger(__name__)
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
-SCHEDULES = ("constant", "poly", "cosine", "step")
+SCHEDULES = ("constant", "poly", "cosine", "step", "triangular")
+INTERVALS = ("step", "epoch")
 
 
 def scaled_lr(cfg: OptimCfg, global_batch_size: int) -> float:
@@ -40,7 +41,9 @@ def param_groups(model: nn.Module, lr: float, cfg: OptimCfg) -> list[dict]:
     """Up to four named groups: backbone / decoder x decay / no_decay; empty ones are dropped.
 
     Parameters with ``ndim <= 1`` (biases, norm scales and shifts) get no weight decay: decaying
-    them only shrinks normalisation towards zero. Frozen parameters are left out.
+    them only shrinks normalisation towards zero. ``cfg.decay_all`` decays them too (F3Net's
+    released code does; MINet's skips biases and the BatchNorms its names mark ``bn``).
+    Frozen parameters are left out.
     """
     inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     backbone = getattr(inner, "backbone", None)
@@ -58,7 +61,8 @@ def param_groups(model: nn.Module, lr: float, cfg: OptimCfg) -> list[dict]:
         if not param.requires_grad:
             continue
         key = "backbone" if id(param) in backbone_ids else "decoder"
-        groups[key if param.ndim > 1 else key + "_no_decay"]["params"].append(param)
+        decayed = param.ndim > 1 or cfg.decay_all
+        groups[key if decayed else key + "_no_decay"]["params"].append(param)
     return [g for g in groups.values() if g["params"]]
 
 
@@ -88,27 +92,43 @@ def lr_factor_fn(
 ) -> Callable[[int], float]:
     """The LR multiplier at optimizer step ``i`` (0-based): warm-up factor x main schedule.
 
-    Warm-up rises linearly from ``warmup_factor`` (step 0) to 1 (step ``W``,
-    ``W = round(warmup_epochs * steps_per_epoch)``). Poly and cosine run from 1 at step ``W`` to
-    ``min_lr_factor`` at step ``epochs * steps_per_epoch``; step decays by ``gamma`` at each
-    milestone (absolute epochs, converted to steps).
+    ``cfg.interval == "epoch"``: the schedule below with one unit per epoch, evaluated at the
+    epoch index ``i // steps_per_epoch`` (the LR is constant within an epoch, as in MINet's and
+    F3Net's code); otherwise one unit per step.
     """
     _check_schedule(cfg, steps_per_epoch, epochs)
-    warmup = round(cfg.warmup_epochs * steps_per_epoch)
-    total = epochs * steps_per_epoch
+    if cfg.interval == "epoch":
+        per_epoch = _unit_factor_fn(cfg, 1, epochs)
+        return lambda step: per_epoch(step // steps_per_epoch)
+    return _unit_factor_fn(cfg, steps_per_epoch, epochs)
+
+
+def _unit_factor_fn(cfg: ScheduleCfg, units_per_epoch: int, epochs: int
+                    ) -> Callable[[int], float]:
+    """Warm-up rises linearly from ``warmup_factor`` (unit 0) to 1 (unit ``W``,
+    ``W = round(warmup_epochs * units_per_epoch)``). Poly and cosine run from 1 at unit ``W`` to
+    ``min_lr_factor`` at unit ``N = epochs * units_per_epoch``; step decays by ``gamma`` at each
+    milestone (absolute epochs, converted to units); triangular is F3Net's
+    ``1 - |2 (u + 1) / (N' + 1) - 1|`` over the ``N' = N - W`` units after warm-up ``u``.
+    """
+    warmup = round(cfg.warmup_epochs * units_per_epoch)
+    total = epochs * units_per_epoch
     span = max(total - warmup, 1)
-    milestones = sorted(round(m * steps_per_epoch) for m in cfg.milestones)
+    milestones = sorted(round(m * units_per_epoch) for m in cfg.milestones)
     start, floor = cfg.warmup_factor, cfg.min_lr_factor
 
-    def factor(step: int) -> float:
-        warm = start + (1.0 - start) * step / warmup if step < warmup else 1.0
-        t = min(max(step - warmup, 0) / span, 1.0)
+    def factor(unit: int) -> float:
+        warm = start + (1.0 - start) * unit / warmup if unit < warmup else 1.0
+        after = max(unit - warmup, 0)
+        t = min(after / span, 1.0)
         if cfg.name == "poly":
             main = floor + (1.0 - floor) * (1.0 - t) ** cfg.power
         elif cfg.name == "cosine":
             main = floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * t))
         elif cfg.name == "step":
-            main = cfg.gamma ** bisect.bisect_right(milestones, step)
+            main = cfg.gamma ** bisect.bisect_right(milestones, unit)
+        elif cfg.name == "triangular":
+            main = max(1.0 - abs(2.0 * (after + 1) / (span + 1) - 1.0), 0.0)
         else:
             main = 1.0
         return warm * main
@@ -119,6 +139,9 @@ def lr_factor_fn(
 def _check_schedule(cfg: ScheduleCfg, steps_per_epoch: int, epochs: int) -> None:
     if cfg.name not in SCHEDULES:
         raise ConfigError(f"schedule.name: {cfg.name!r} is not one of {', '.join(SCHEDULES)}")
+    if cfg.interval not in INTERVALS:
+        raise ConfigError(f"schedule.interval: {cfg.interval!r} is not one of "
+                          f"{', '.join(INTERVALS)}")
     if steps_per_epoch <= 0 or epochs <= 0:
         raise ValueError(f"steps_per_epoch ({steps_per_epoch}) and epochs ({epochs}) must be > 0")
     rules = [
@@ -140,7 +163,8 @@ def build_scheduler(
 
     ``steps_per_epoch`` counts optimizer steps. Its state_dict (step count and each group's base
     LR) resumes exactly; the factor function is rebuilt from the config, not stored. A per-epoch
-    schedule is the same call with ``steps_per_epoch=1``, stepped once per epoch.
+    schedule (``schedule.interval: epoch``) is stepped the same way: its factor function holds
+    the LR constant within each epoch, so a resume in mid-epoch needs nothing else.
     """
     return PerStepLR(optimizer, lr_factor_fn(cfg, steps_per_epoch, epochs))
 

@@ -43,9 +43,42 @@ def test_weighted_bce_and_iou_by_hand() -> None:
     inter = w1 * p1
     union = w0 * 0.5 + w1 * (p1 + 1) - inter
     expected_iou = 1 - inter / union
-    assert wiou_loss(logits, mask, kernel=3).item() == pytest.approx(expected_iou, rel=1e-5)
+    assert wiou_loss(logits, mask, kernel=3, smooth=1e-6).item() == pytest.approx(
+        expected_iou, rel=1e-5)
+    assert structure_loss(logits, mask, kernel=3, weighted_bce=True, smooth=1e-6).item() == (
+        pytest.approx(expected_bce + expected_iou, rel=1e-5))
+
+
+def test_f3net_code_defaults_by_hand() -> None:
+    """F3Net's released structure loss: plain mean BCE (its ``reduce='none'`` is the legacy
+    flag) and the weighted IoU smoothed by 1 in numerator and denominator."""
+    logits, mask = _pair()
+    w0, w1 = 1 + 5 * (1 / 9), 1 + 5 * (8 / 9)
+    plain_bce = (math.log(2) + math.log1p(math.exp(-2))) / 2
+    p1 = 1 / (1 + math.exp(-2))
+    inter = w1 * p1
+    union = w0 * 0.5 + w1 * (p1 + 1) - inter
+    smoothed_iou = 1 - (inter + 1) / (union + 1)
+    assert wbce_loss(logits, mask, kernel=3, weighted=False).item() == pytest.approx(
+        plain_bce, rel=1e-6)
+    assert wiou_loss(logits, mask, kernel=3).item() == pytest.approx(smoothed_iou, rel=1e-6)
     assert structure_loss(logits, mask, kernel=3).item() == pytest.approx(
-        expected_bce + expected_iou, rel=1e-5)
+        plain_bce + smoothed_iou, rel=1e-6)
+    # and the released code's own expression, evaluated the way it runs
+    weight = 1 + 5 * torch.abs(torch.nn.functional.avg_pool2d(mask, 3, 1, 1) - mask)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(logits, mask)  # reduce='none'
+    wbce = (weight * bce).sum(dim=(2, 3)) / weight.sum(dim=(2, 3))
+    prob = torch.sigmoid(logits)
+    inter_t = (prob * mask * weight).sum(dim=(2, 3))
+    union_t = ((prob + mask) * weight).sum(dim=(2, 3))
+    released = (wbce + 1 - (inter_t + 1) / (union_t - inter_t + 1)).mean()
+    assert structure_loss(logits, mask, kernel=3).item() == pytest.approx(released.item(),
+                                                                           rel=1e-6)
+
+
+def test_weighted_iou_smoothing_must_be_positive() -> None:
+    with pytest.raises(ConfigError, match=r"loss.terms.wiou: .*smooth must be > 0"):
+        build_criterion(LossCfg(terms={"wiou": {"smooth": 0}}))
 
 
 def test_weighted_bce_with_uniform_weights_is_bce() -> None:
@@ -72,6 +105,26 @@ def test_cel_by_hand() -> None:
     assert cel_loss(40.0 * (2 * half - 1), half).item() == pytest.approx(0.0, abs=1e-6)
     empty = torch.zeros_like(half)
     assert cel_loss(torch.full_like(half, -40.0), empty).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_cel_reductions_by_hand() -> None:
+    """Batch of two 1x4 images: image 0 all salient, predicted p = 0.5 everywhere; image 1
+    one salient pixel, predicted exactly. MINet's code pools the sums over the batch."""
+    mask = torch.tensor([[[[1.0, 1.0, 1.0, 1.0]]], [[[1.0, 0.0, 0.0, 0.0]]]])
+    logits = torch.tensor([[[[0.0, 0.0, 0.0, 0.0]]], [[[60.0, -60.0, -60.0, -60.0]]]])
+    # image 0: FP + FN = sum(p + t - 2pt) = 4 * (0.5 + 1 - 1) = 2, sum(p + t) = 6; image 1: 0 / 2
+    assert cel_loss(logits, mask, reduction="image").item() == pytest.approx(
+        (2 / 6 + 0 / 2) / 2, rel=1e-6)
+    assert cel_loss(logits, mask, reduction="batch").item() == pytest.approx(
+        (2 + 0) / (6 + 2), rel=1e-6)
+    assert cel_loss(logits, mask).item() == pytest.approx(2 / 8, rel=1e-6)  # default: batch
+    # MINet's CEL module, line by line
+    p = torch.sigmoid(logits)
+    inter = p * mask
+    released = ((p - inter).sum() + (mask - inter).sum()) / (p.sum() + mask.sum() + 1e-6)
+    assert cel_loss(logits, mask).item() == pytest.approx(released.item(), rel=1e-6)
+    with pytest.raises(ConfigError, match=r"loss.terms.cel: .*reduction"):
+        build_criterion(LossCfg(terms={"cel": {"reduction": "pixel"}}))
 
 
 @pytest.mark.parametrize("name", LOSSES.names())
@@ -130,6 +183,25 @@ def test_per_side_weights() -> None:
     assert not LossCfg(aux_weights=[0.0, 0.0]).uses_aux and LossCfg(aux_weights=[0, 1]).uses_aux
     with pytest.raises(ConfigError, match="loss.aux_weights"):
         build_criterion(LossCfg(aux_weights=[-1.0]))
+
+
+def test_f3net_total_loss_as_its_training_script_computes_it() -> None:
+    """main_weight 0.5, aux_weights [1/16, 1/8, 1/4, 1/2, 1/2] for [r5, r4, r3, r2, p1] and
+    side logits upsampled to the mask: (p1 + p2) / 2 + r2 / 2 + r3 / 4 + r4 / 8 + r5 / 16."""
+    torch.manual_seed(0)
+    mask = (torch.rand(2, 1, 32, 32) > 0.5).float()
+    main = torch.randn(2, 1, 32, 32)
+    sides = [torch.randn(2, 1, s, s) for s in (4, 8, 16, 32)] + [torch.randn(2, 1, 32, 32)]
+    cfg = LossCfg(terms={"structure": 1.0}, main_weight=0.5, aux_upsample=True,
+                  aux_weights=[1 / 16, 1 / 8, 1 / 4, 1 / 2, 1 / 2])
+    total, _ = build_criterion(cfg)({"logits": main, "aux": sides}, mask)
+    up = [torch.nn.functional.interpolate(s, size=(32, 32), mode="bilinear", align_corners=False)
+          for s in sides]
+    r5, r4, r3, r2, p1 = (structure_loss(u, mask) for u in up)
+    expected = (p1 + structure_loss(main, mask)) / 2 + r2 / 2 + r3 / 4 + r4 / 8 + r5 / 16
+    torch.testing.assert_close(total, expected)
+    with pytest.raises(ConfigError, match="loss.main_weight"):
+        build_criterion(LossCfg(main_weight=0))
 
 
 def test_criterion_is_a_module_whose_buffers_follow_it() -> None:

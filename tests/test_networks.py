@@ -81,9 +81,9 @@ def test_without_aux_outputs_every_trainable_parameter_gets_a_gradient(name: str
     assert any(not p.requires_grad for p in lean.parameters())
 
 
-def test_f3net_aux_holds_decoder2_levels_then_decoder1() -> None:
+def test_f3net_aux_holds_decoder2_levels_then_p1() -> None:
     model = build_network(ModelCfg(name="f3net", backbone="resnet18", decoder_channels=8)).eval()
     with torch.no_grad():
         outputs = model(torch.randn(1, 3, 64, 64))
-    # decoder 2 at strides 32..4, then decoder 1's finest map (stride 2)
-    assert [side.shape[-1] for side in outputs["aux"]] == [2, 4, 8, 16, 32]
+    # decoder 2's refined maps at strides 32..2, then p1 (decoder 1's final map, stride 2)
+    assert [side.shape[-1] for side in outputs["aux"]] == [2, 4, 8, 16, 32, 32]

@@ -210,6 +210,12 @@ def _check_values(cfg: Config) -> None:
         raise ConfigError(f"data.size_list: sizes must be > 0, got {cfg.data.size_list}")
     if not 0.0 <= cfg.data.hflip <= 1.0:
         raise ConfigError(f"data.hflip: a probability in [0, 1], got {cfg.data.hflip}")
+    if not 0.0 <= cfg.data.crop < 1.0:
+        raise ConfigError(f"data.crop: a fraction in [0, 1) of each side (F3Net: 0.125), "
+                          f"got {cfg.data.crop}")
+    if cfg.data.binarize is not None and not 0.0 < cfg.data.binarize <= 1.0:
+        raise ConfigError(f"data.binarize: a threshold in (0, 1] (MINet: 0.5) or null, got "
+                          f"{cfg.data.binarize}")
     if len(cfg.data.mean) != 3 or len(cfg.data.std) != 3 or min(cfg.data.std) <= 0:
         raise ConfigError("data.mean and data.std: three values each, std > 0")
     if cfg.train.ema_decay is not None and not 0.0 < cfg.train.ema_decay < 1.0:

@@ -40,6 +40,10 @@ class DataCfg:
     hflip: float = 0.5  # probability of a horizontal flip
     rotation: float = 10.0  # max degrees of the random rotation (0 disables)
     color_jitter: float = 0.1  # brightness/contrast/saturation strength (0 disables)
+    # random crop before resizing: each side loses a random share of up to this fraction at a
+    # random offset (F3Net: 0.125); 0 disables
+    crop: float = 0.0
+    binarize: float | None = None  # training masks >= this become 1, others 0 (MINet: 0.5)
     max_bad_samples: int = 20  # unreadable training pairs skipped with a warning; more stop the run
     mean: list[float] = field(default_factory=lambda: list(IMAGENET_MEAN))
     std: list[float] = field(default_factory=lambda: list(IMAGENET_STD))
@@ -57,6 +61,10 @@ class ModelCfg:
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
     # gradient checkpointing: recompute activations in backward instead of keeping them
     checkpointing: Literal["off", "backbone", "decoder", "all"] = "off"
+    # parameters left out of training, by dotted name prefix (`model.named_parameters()`), e.g.
+    # [backbone.body.conv1, backbone.body.bn1] (F3Net's code never trains the stem); BatchNorm
+    # statistics still update
+    freeze: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -67,6 +75,11 @@ class LossCfg:
     aux_weight: float = 1.0  # weight of each side output's loss (deep supervision); 0 disables
     # one weight per side output, in the network's "aux" order; replaces aux_weight when set
     aux_weights: list[float] | None = None
+    main_weight: float = 1.0  # weight of the main output's terms (F3Net: 0.5)
+    # side outputs: false = mask area-downsampled to each side's size (cheap); true = side logits
+    # bilinearly upsampled to the mask's size first (F3Net's code; sharp boundaries for the
+    # boundary-weighted structure loss)
+    aux_upsample: bool = False
 
     @property
     def uses_aux(self) -> bool:
@@ -81,7 +94,8 @@ class OptimCfg:
     name: Literal["sgd", "adam", "adamw"] = "adamw"
     lr: float = 1e-3  # for the decoder; the backbone gets lr * backbone_lr_factor
     backbone_lr_factor: float = 0.1
-    weight_decay: float = 1e-4  # never applied to norm layers and biases
+    weight_decay: float = 1e-4  # not applied to norm layers and biases unless decay_all
+    decay_all: bool = False  # weight decay on every parameter, biases and norms too (F3Net's code)
     momentum: float = 0.9  # sgd
     nesterov: bool = False  # sgd
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # adam, adamw
@@ -91,7 +105,11 @@ class OptimCfg:
 
 @dataclass
 class ScheduleCfg:
-    name: Literal["constant", "poly", "cosine", "step"] = "poly"
+    # triangular: F3Net's 1 - |2 (i + 1) / (N + 1) - 1| rise and fall over the N units
+    name: Literal["constant", "poly", "cosine", "step", "triangular"] = "poly"
+    # step: the LR changes every optimizer step; epoch: it is set once per epoch from the epoch
+    # index (MINet's and F3Net's code); warm-up follows the same unit
+    interval: Literal["step", "epoch"] = "step"
     warmup_epochs: float = 0.0  # linear warm-up length (fractions allowed); steps per iteration
     warmup_factor: float = 0.01  # LR at the start of warm-up, as a fraction of the LR
     power: float = 0.9  # poly

@@ -85,15 +85,38 @@ class TrainTransform:
             steps.append(v2.ColorJitter(brightness=j, contrast=j, saturation=j))
         self.augment = v2.Compose(steps) if steps else v2.Identity()
         self.finish = _finish(cfg)
+        self.crop, self.binarize = cfg.crop, cfg.binarize
 
     def __call__(self, image: np.ndarray, mask: np.ndarray, size: int
                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.crop > 0:
+            image, mask = random_crop(image, mask, self.crop)
         img, msk = image_to_tensor(image), mask_to_tensor(mask)
         img = F.resize(img, [size, size], interpolation=BILINEAR, antialias=True)
         msk = F.resize(msk, [size, size], interpolation=BILINEAR, antialias=True)
         img, msk = self.augment(img, msk)
         img = self.finish(img)
-        return img.as_subclass(torch.Tensor), msk.as_subclass(torch.Tensor).clamp_(0.0, 1.0)
+        msk = msk.as_subclass(torch.Tensor).clamp_(0.0, 1.0)
+        if self.binarize is not None:
+            msk = (msk >= self.binarize).float()
+        return img.as_subclass(torch.Tensor), msk
+
+
+def random_crop(image: np.ndarray, mask: np.ndarray, fraction: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """F3Net's crop: each side loses ``cut`` pixels, ``cut`` uniform in [0, fraction x side),
+    at a uniform offset in [0, cut). Views, no copy; drawn from torch's global generator."""
+    height, width = mask.shape[:2]
+    cut_h = _draw(int(height * fraction))
+    cut_w = _draw(int(width * fraction))
+    top, left = _draw(cut_h), _draw(cut_w)
+    rows, cols = slice(top, height - cut_h + top), slice(left, width - cut_w + left)
+    return image[rows, cols], mask[rows, cols]
+
+
+def _draw(bound: int) -> int:
+    """Uniform integer in [0, bound), 0 when bound <= 0."""
+    return int(torch.randint(bound, ()).item()) if bound > 0 else 0
 
 
 class TestTransform:

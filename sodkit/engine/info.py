@@ -46,7 +46,8 @@ def describe(cfg: Config) -> dict[str, Any]:
     from ..loss import LOSSES
     from ..network import NETWORKS, build_network
 
-    model = build_network(replace(cfg.model, pretrained=None))  # counts need no weights
+    # counts need no weights; side outputs count only when the loss trains them (as in training)
+    model = build_network(replace(cfg.model, pretrained=None), aux_outputs=cfg.loss.uses_aux)
     backbone = getattr(model, "backbone", None)
     return {
         "network": cfg.model.name, "backbone": cfg.model.backbone, "size": cfg.data.size,

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from ..config.loader import ConfigError
 from ..config.schema import LossCfg
+from ..module.conv import resize_to
 from .terms import LOSSES
 
 
@@ -19,13 +20,15 @@ class Criterion(nn.Module):
 
     An ``nn.Module``: terms with buffers (the SSIM window) follow ``criterion.to(device)``.
 
-    Side outputs are weighted either all by ``aux_weight`` or, when ``aux_weights`` is given, one
-    weight each, in the network's ``aux`` order (its length must match). They are supervised at
-    their own resolution: the mask is downsampled with **area** interpolation (the mean of the
-    mask over each side pixel's footprint). That is the exact fraction of salient pixels the
-    coarse logit stands for, so thin structures give soft targets instead of vanishing (bilinear
+    The main output's terms are scaled by ``main_weight`` (1; F3Net's 0.5). Side outputs are
+    weighted either all by ``aux_weight`` or, when ``aux_weights`` is given, one weight each, in
+    the network's ``aux`` order (its length must match). By default they are supervised at their
+    own resolution: the mask is downsampled with **area** interpolation (the mean of the mask
+    over each side pixel's footprint). That is the exact fraction of salient pixels the coarse
+    logit stands for, so thin structures give soft targets instead of vanishing (bilinear
     downsampling samples a 2x2 neighbourhood and aliases), and the loss costs h*w per side
-    instead of H*W (upsampling the side logits would).
+    instead of H*W. ``aux_upsample=True`` instead upsamples each side's logits bilinearly to the
+    mask's size (F3Net's code): boundary-weighted terms then see the sharp mask.
 
     ``parts`` holds detached scalars for logging (no ``.item()``: reduce them at the log
     interval): one per main term (``bce``, ``iou``, ...), and ``aux``: with ``aux_weight``, the
@@ -35,12 +38,21 @@ class Criterion(nn.Module):
     """
 
     def __init__(self, terms: dict[str, tuple[nn.Module, float]], aux_weight: float = 0.0,
-                 aux_weights: list[float] | None = None) -> None:
+                 aux_weights: list[float] | None = None, main_weight: float = 1.0,
+                 aux_upsample: bool = False) -> None:
         super().__init__()
         self.terms = nn.ModuleDict({name: term for name, (term, _) in terms.items()})
         self.weights = {name: weight for name, (_, weight) in terms.items()}
         self.aux_weight = aux_weight
         self.aux_weights = aux_weights
+        self.main_weight = main_weight
+        self.aux_upsample = aux_upsample
+
+    def _side(self, side: Tensor, mask: Tensor) -> Tensor:
+        """The weighted term sum of one side output against the mask, at the chosen size."""
+        if self.aux_upsample:
+            return self._weighted(resize_to(side, mask.shape[-2:]), mask)[0]
+        return self._weighted(side, _fit_mask(mask, side))[0]
 
     def _weighted(self, logits: Tensor, target: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
         values = {name: term(logits, target) for name, term in self.terms.items()}
@@ -52,19 +64,20 @@ class Criterion(nn.Module):
         if self.aux_weights is None:
             if self.aux_weight <= 0 or not sides:
                 return None
-            return torch.stack([self._weighted(s, _fit_mask(mask, s))[0] for s in sides]).sum()
+            return torch.stack([self._side(s, mask) for s in sides]).sum()
         if len(self.aux_weights) != len(sides):
             raise ValueError(f"loss.aux_weights has {len(self.aux_weights)} weights but the "
                              f"network returns {len(sides)} side outputs")
         used = [(s, w) for s, w in zip(sides, self.aux_weights, strict=True) if w > 0]
         if not used:
             return None
-        return torch.stack([w * self._weighted(s, _fit_mask(mask, s))[0] for s, w in used]).sum()
+        return torch.stack([w * self._side(s, mask) for s, w in used]).sum()
 
     def forward(self, outputs: Mapping[str, Any], mask: Tensor
                 ) -> tuple[Tensor, dict[str, Tensor]]:
         mask = mask.float()
         total, values = self._weighted(outputs["logits"], mask)
+        total = self.main_weight * total
         parts = {name: v.detach() for name, v in values.items()}
         aux = self._aux(list(outputs.get("aux") or []), mask)
         if aux is not None:
@@ -114,4 +127,6 @@ def build_criterion(cfg: LossCfg) -> Criterion:
         raise ConfigError(f"loss.aux_weight: must be >= 0, got {cfg.aux_weight}")
     if cfg.aux_weights is not None and any(w < 0 for w in cfg.aux_weights):
         raise ConfigError(f"loss.aux_weights: every weight must be >= 0, got {cfg.aux_weights}")
-    return Criterion(terms, cfg.aux_weight, cfg.aux_weights)
+    if cfg.main_weight <= 0:
+        raise ConfigError(f"loss.main_weight: must be > 0, got {cfg.main_weight}")
+    return Criterion(terms, cfg.aux_weight, cfg.aux_weights, cfg.main_weight, cfg.aux_upsample)

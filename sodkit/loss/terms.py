@@ -38,9 +38,12 @@ class FunctionTerm(nn.Module):
     """A loss function with its config parameters bound; parameter names are checked here, at
     build time, so a misspelt one is a config error before training starts."""
 
-    def __init__(self, fn: LossFn, **params: Any) -> None:
+    def __init__(self, fn: LossFn, check: Callable[..., None] | None = None, **params: Any
+                 ) -> None:
         super().__init__()
         inspect.signature(fn).bind(None, None, **params)  # TypeError on unknown names
+        if check is not None:
+            check(**params)  # ValueError on bad values, before any training
         self.fn, self.params = fn, params
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
@@ -50,11 +53,13 @@ class FunctionTerm(nn.Module):
         return f"{self.fn.__name__}, {self.params}"
 
 
-def register_function(name: str) -> Callable[[LossFn], LossFn]:
-    """Register ``fn(logits, target, **params)`` as the loss ``name``; returns ``fn`` unchanged."""
+def register_function(name: str, check: Callable[..., None] | None = None
+                      ) -> Callable[[LossFn], LossFn]:
+    """Register ``fn(logits, target, **params)`` as the loss ``name``; returns ``fn`` unchanged.
+    ``check(**params)`` raises ValueError on values ``fn`` would reject, at build time."""
 
     def decorator(fn: LossFn) -> LossFn:
-        LOSSES.register(name)(functools.partial(FunctionTerm, fn))
+        LOSSES.register(name)(functools.partial(FunctionTerm, fn, check))
         return fn
 
     return decorator
@@ -98,11 +103,27 @@ def dice_loss(logits: Tensor, target: Tensor) -> Tensor:
     return (1.0 - (2.0 * inter + EPS) / (prob_sum + target_sum + EPS)).mean()
 
 
-@register_function("cel")
-def cel_loss(logits: Tensor, target: Tensor) -> Tensor:
-    """MINet's consistency-enhanced loss ``sum(p + t - 2 p t) / sum(p + t)`` per image, batch
-    mean: false positives plus false negatives over the total mass, so the loss does not depend
-    on the object's size and pushes whole regions towards a uniform prediction."""
+CEL_REDUCTIONS = ("batch", "image")
+
+
+def _check_cel(reduction: str = "batch") -> None:
+    if reduction not in CEL_REDUCTIONS:
+        raise ValueError(f"reduction must be one of {list(CEL_REDUCTIONS)}, got {reduction!r}")
+
+
+@register_function("cel", check=_check_cel)
+def cel_loss(logits: Tensor, target: Tensor, reduction: str = "batch") -> Tensor:
+    """MINet's consistency-enhanced loss ``sum(p + t - 2 p t) / sum(p + t)``: false positives
+    plus false negatives over the total mass, so the loss does not depend on the object's size
+    and pushes whole regions towards a uniform prediction.
+
+    ``reduction="batch"`` (default, MINet's released code): the sums run over the whole batch,
+    so a large object weighs more than a small one in the same batch. ``"image"``: one ratio per
+    image, then the batch mean (every image counts the same; equal to "batch" at batch size 1).
+    """
+    _check_cel(reduction)
     inter, prob_sum, target_sum = _region_sums(logits, target)
+    if reduction == "batch":
+        inter, prob_sum, target_sum = inter.sum(), prob_sum.sum(), target_sum.sum()
     total = prob_sum + target_sum
     return ((total - 2.0 * inter) / (total + EPS)).mean()

@@ -2,11 +2,10 @@
 
 from .cfm import CFM
 from .checkpoint import checkpoint_blocks, checkpoint_segment, frozen_batchnorm_stats
-from .conv import ConvBNAct, resize_to
-from .interaction import AIM, SIM
+from .conv import ConvBNAct, pool_to, resize_to
+from .interaction import AIM, SIM, AIMLevel
 from .sync_bn import AllReduceBatchNorm, convert_allreduce_batchnorm, freeze_batchnorm
 
-__all__ = ["AIM", "CFM", "SIM", "AllReduceBatchNorm", "ConvBNAct", "checkpoint_blocks",
-           "checkpoint_segment",
-           "convert_allreduce_batchnorm", "freeze_batchnorm", "frozen_batchnorm_stats",
-           "resize_to"]
+__all__ = ["AIM", "CFM", "SIM", "AIMLevel", "AllReduceBatchNorm", "ConvBNAct",
+           "checkpoint_blocks", "checkpoint_segment", "convert_allreduce_batchnorm",
+           "freeze_batchnorm", "frozen_batchnorm_stats", "pool_to", "resize_to"]

@@ -8,8 +8,11 @@ from torch import Tensor, nn
 
 
 class ConvBNAct(nn.Sequential):
-    """Conv (no bias: BatchNorm has one) -> BatchNorm -> ReLU, 'same' padding for odd kernels.
+    """Conv -> BatchNorm -> ReLU, 'same' padding for odd kernels.
 
+    The conv has no bias by default (BatchNorm's shift makes it redundant); ``bias=True`` exists
+    for the published networks whose code keeps one (MINet's and F3Net's ``nn.Conv2d`` defaults),
+    so that their parameter counts and initial states match the originals.
     A ``nn.Sequential`` so that its parts keep the usual names (``0`` conv, ``1`` norm, ``2`` act)
     and a checkpointing wrapper can treat it as one block.
     """
@@ -23,11 +26,12 @@ class ConvBNAct(nn.Sequential):
         dilation: int = 1,
         groups: int = 1,
         act: bool = True,
+        bias: bool = False,
     ) -> None:
         padding = dilation * (kernel_size - 1) // 2
         layers: list[nn.Module] = [
             nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                      groups=groups, bias=False),
+                      groups=groups, bias=bias),
             nn.BatchNorm2d(out_channels),
         ]
         if act:
@@ -53,3 +57,14 @@ def resize_to(x: Tensor, size: tuple[int, int] | list[int], mode: str = "bilinea
     if mode in ("bilinear", "bicubic"):
         return F.interpolate(x, size=size, mode=mode, align_corners=False)
     return F.interpolate(x, size=size, mode=mode)
+
+
+def pool_to(x: Tensor, size: tuple[int, int] | list[int]) -> Tensor:
+    """2x average pooling of a finer map onto a coarser map's grid of ``size``.
+
+    Exactly ``AvgPool2d(2, 2)`` when ``x`` is twice ``size`` (every even input side); for the
+    rounded-up maps of odd sides (9 -> 5) the ceil-mode pooling gives the right size, and any
+    other mismatch is resized, so interactions between adjacent levels never fail on a shape.
+    """
+    pooled = F.avg_pool2d(x, kernel_size=2, stride=2, ceil_mode=True)
+    return resize_to(pooled, size)

@@ -19,6 +19,7 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -47,8 +48,32 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True) -> nn.Module:
     net = NETWORKS.get(cfg.name)(cfg)
     if not aux_outputs and hasattr(net, "set_aux_outputs"):
         net.set_aux_outputs(False)
+    freeze_parameters(net, cfg.freeze)
     set_checkpointing(net, cfg.checkpointing)
     return net
+
+
+def freeze_parameters(net: nn.Module, prefixes: list[str]) -> None:
+    """``model.freeze``: parameters whose dotted name is or starts with a prefix stop training
+    (left out of the optimizer; BatchNorm buffers still update in training mode, as they do when
+    the original code leaves parameters out of its optimizer). A prefix that matches nothing is
+    a config error naming the closest module, before any training."""
+    named = dict(net.named_parameters())
+    for prefix in prefixes:
+        hits = [p for name, p in named.items() if name == prefix or name.startswith(prefix + ".")]
+        if not hits:
+            modules = [name for name, _ in net.named_modules() if name]
+            close = difflib.get_close_matches(prefix, modules + list(named), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"model.freeze: {prefix!r} matches no parameter of "
+                              f"{cfg_name(net)}{hint}")
+        for param in hits:
+            param.requires_grad_(False)
+
+
+def cfg_name(net: nn.Module) -> str:
+    backbone = getattr(getattr(net, "backbone", None), "name", None)
+    return f"{type(net).__name__} ({backbone})" if backbone else type(net).__name__
 
 
 def set_checkpointing(net: nn.Module, mode: str) -> None:

@@ -1,11 +1,25 @@
-"""``f3net``: F3Net-style cascaded feedback decoder (Wei et al., AAAI 2020).
+"""``f3net``: F3Net (Wei et al., "F3Net: Fusion, Feedback and Focus for Salient Object
+Detection", AAAI 2020), as the authors' released code builds it (github.com/weijun88/F3Net).
 
-Each backbone map is squeezed to ``decoder_channels`` by a 1x1 ConvBNAct (channels from the
-backbone's ``feature_info``). Decoder 1 cascades :class:`~sodkit.module.cfm.CFM` blocks from the
-coarsest level to the finest. Its finest map is fed back: it is resized to every level and added
-to that level's squeezed map, and decoder 2 (its own CFMs) runs the cascade again on the
-corrected features. The main logits come from decoder 2's finest map; side outputs are decoder
-2's coarser maps (coarse to fine) and decoder 1's finest map (last in ``aux``).
+Levels are the backbone's maps (the published recipe: ResNet-50 strides 4-32, i.e.
+``model.out_indices: [1, 2, 3, 4]``). Width ``w = model.decoder_channels`` (64).
+
+1. Squeeze: a 1x1 ConvBNReLU per level to ``w`` channels.
+2. Decoder 1 cascades :class:`~sodkit.module.cfm.CFM` blocks from the coarsest level to the
+   finest: the CFM at level ``i`` fuses the level's map with the running coarse map and returns
+   the level's refined map and the new running map. Its final running map is the first
+   prediction feature ``p1``.
+3. Feedback: ``p1`` is bilinearly resized to every level and added to decoder 1's refined maps
+   (and to the coarsest squeezed map); decoder 2, with its own CFMs, runs the cascade again on
+   them. Its final running map ``p2`` gives the main output.
+4. Heads are 3x3 convs to one channel: ``p2`` (main), ``p1`` and decoder 2's refined map of every
+   level. The original upsamples them all to the input size and supervises each with the
+   structure loss, weighted (p1 + p2) / 2 + r2 / 2 + r3 / 4 + r4 / 8 + r5 / 16; here ``aux``
+   holds them at their own resolutions, ``[r5, r4, r3, r2, p1]`` (coarse to fine, then p1), and
+   the published recipe upsamples them in the loss (``loss.aux_upsample``) with those weights.
+
+Decoder convolutions start from Kaiming-normal weights (fan-in, ReLU) and zero biases, as the
+original's ``weight_init`` does.
 """
 
 from __future__ import annotations
@@ -18,6 +32,10 @@ from ..module import CFM, ConvBNAct, resize_to
 from .base import NETWORKS, SODNetwork
 
 
+def _head(width: int) -> nn.Conv2d:
+    return nn.Conv2d(width, 1, kernel_size=3, padding=1)
+
+
 @NETWORKS.register("f3net")
 class F3Net(SODNetwork):
     """Backbone + two cascaded CFM decoders joined by feedback."""
@@ -25,38 +43,53 @@ class F3Net(SODNetwork):
     def __init__(self, cfg: ModelCfg) -> None:
         super().__init__()
         self.backbone = Backbone.from_cfg(cfg)
-        width = cfg.decoder_channels
-        chans = self.backbone.channels
-        self.squeeze = nn.ModuleList(ConvBNAct(c, width, kernel_size=1) for c in chans)
-        # decoder k's CFM at level i fuses level i with the running map from level i + 1
+        width, chans = cfg.decoder_channels, self.backbone.channels
+        if len(chans) < 2:
+            raise ValueError(f"F3Net needs at least 2 backbone levels, got {chans}")
+        self.squeeze = nn.ModuleList(ConvBNAct(c, width, 1, bias=True) for c in chans)
+        # decoder k's CFM i fuses level i with the running map coming from level i + 1
         self.decoder1 = nn.ModuleList(CFM(width) for _ in chans[:-1])
         self.decoder2 = nn.ModuleList(CFM(width) for _ in chans[:-1])
-        self.head = nn.Conv2d(width, 1, kernel_size=1)  # decoder 2, finest: the main output
-        self.head1 = nn.Conv2d(width, 1, kernel_size=1)  # decoder 1, finest
-        self.side_heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans[1:])
+        self.head = _head(width)  # p2: the main output
+        self.head1 = _head(width)  # p1
+        self.side_heads = nn.ModuleList(_head(width) for _ in chans)  # decoder 2, every level
+        for module in (self.squeeze, self.decoder1, self.decoder2, self.head, self.head1,
+                       self.side_heads):
+            _init_like_f3net(module)
 
     def aux_modules(self) -> list[nn.Module]:
-        return [self.head1, self.side_heads]
+        """Side heads, p1's head and decoder 2's refined-map convs: only side outputs use them."""
+        return [self.head1, self.side_heads, *(cfm.fine[2:] for cfm in self.decoder2)]
 
-    def _cascade(self, decoder: nn.ModuleList, maps: list[Tensor]) -> list[Tensor]:
-        """Coarse-to-fine CFM cascade; returns the decoded map of every level (finest first)."""
-        out = [maps[-1]]
+    def _decode(self, decoder: nn.ModuleList, maps: list[Tensor], fed: Tensor | None,
+                need_refined: bool = True) -> tuple[list[Tensor | None], Tensor]:
+        """One cascade: each level's refined map (the coarsest level's map as it came in) and
+        the final running map. ``fed``: feedback added to every level first."""
+        if fed is not None:
+            maps = [m + resize_to(fed, m.shape[-2:]) for m in maps]
+        refined: list[Tensor | None] = [None] * len(decoder) + [maps[-1]]
+        running = maps[-1]
         for i in reversed(range(len(decoder))):
-            out.insert(0, self._run(decoder[i], maps[i], out[0]))
-        return out
-
-    @staticmethod
-    def _feedback(maps: list[Tensor], fed: Tensor) -> list[Tensor]:
-        return [m + resize_to(fed, m.shape[-2:]) for m in maps]
+            refined[i], running = self._run(decoder[i], maps[i], running, need_refined)
+        return refined, running
 
     def forward(self, image: Tensor) -> dict[str, Tensor | list[Tensor]]:
         feats = self.backbone(image)
         maps = [self._run(self.squeeze[i], f) for i, f in enumerate(feats)]
-        first = self._cascade(self.decoder1, maps)
-        second = self._cascade(self.decoder2, self._run(self._feedback, maps, first[0]))
-        logits = resize_to(self.head(second[0]), image.shape[-2:])
+        refined1, p1 = self._decode(self.decoder1, maps, None)
+        refined2, p2 = self._decode(self.decoder2, refined1, p1, self.aux_outputs)
+        logits = resize_to(self.head(p2), image.shape[-2:])
         aux: list[Tensor] = []
         if self.aux_outputs:
-            aux = [self.side_heads[i - 1](second[i]) for i in reversed(range(1, len(second)))]
-            aux.append(self.head1(first[0]))
+            aux = [self.side_heads[i](refined2[i]) for i in reversed(range(len(refined2)))]
+            aux.append(self.head1(p1))
         return {"logits": logits, "aux": aux}
+
+
+def _init_like_f3net(module: nn.Module) -> None:
+    """Kaiming-normal (fan-in, ReLU) conv weights and zero biases; BatchNorm keeps 1 / 0."""
+    for m in module.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)

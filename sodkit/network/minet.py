@@ -1,10 +1,23 @@
-"""``minet``: MINet (Pang et al., CVPR 2020): AIM per level, SIM decoder blocks, deep supervision.
+"""``minet``: MINet (Pang et al., "Multi-scale Interactive Network for Salient Object Detection",
+CVPR 2020), as the authors' released ``MINet_Res50`` builds it (github.com/lartpang/MINet).
 
-Each backbone map gets a 1x1 lateral ConvBNAct to ``decoder_channels`` (channels come from the
-backbone's ``feature_info``); an :class:`~sodkit.module.interaction.AIM` fuses every level with
-its neighbours; the top-down decoder adds the running map (resized to the level's size) to the
-level's AIM output and refines it with a :class:`~sodkit.module.interaction.SIM`. A 1x1 head per
-level predicts a logit map. The paper's decoder width (64 at ResNet-50) is ``decoder_channels``.
+Levels are the backbone's maps (ResNet-50 with all five: strides 2-32, 64-2048 channels; the
+channels come from ``feature_info``). Width ``w = model.decoder_channels`` (64 in the paper).
+
+1. :class:`~sodkit.module.interaction.AIM`: every level fused with its adjacent levels on the
+   backbone's own channels, to ``w`` channels.
+2. Top-down decoder, coarsest level first: the coarser level's decoded map is bilinearly
+   upsampled and added to the level's AIM output, then a :class:`~sodkit.module.interaction.SIM`
+   (``w`` / ``w // 2`` channels) and a 3x3 ConvBNReLU ("upconv": to ``w``, or ``w // 2`` at the
+   finest level).
+3. The finest decoded map is upsampled to the input size, refined by one more 3x3 ConvBNReLU at
+   full resolution, and a 1x1 classifier gives the logits. Only this output is supervised in
+   the original (BCE + CEL).
+
+Beyond the original, and off in the published recipe: deep supervision. A 1x1 head per coarser
+level predicts a side output from its decoded map (``aux``, coarse to fine); the heads exist in
+every model (4 x 65 parameters at ResNet-50) but are computed and trained only when the loss
+weights side outputs (``loss.aux_weight`` / ``loss.aux_weights``).
 """
 
 from __future__ import annotations
@@ -19,40 +32,50 @@ from .base import NETWORKS, SODNetwork
 
 @NETWORKS.register("minet")
 class MINet(SODNetwork):
-    """Backbone + AIMs + SIM decoder.
+    """Backbone + AIM + SIM decoder + full-resolution classifier.
 
-    Output: ``{"logits": (B, 1, H, W), "aux": [...]}``; ``aux`` holds the coarser levels' head
-    outputs at their own resolutions, coarse to fine (as in ``fpn``).
+    Output: ``{"logits": (B, 1, H, W), "aux": [...]}``; ``aux`` holds the coarser levels' side
+    outputs at their own resolutions, coarse to fine (empty when side outputs are off).
     """
 
     def __init__(self, cfg: ModelCfg) -> None:
         super().__init__()
         self.backbone = Backbone.from_cfg(cfg)
-        width = cfg.decoder_channels
-        chans = self.backbone.channels
-        last = len(chans) - 1
-        self.laterals = nn.ModuleList(ConvBNAct(c, width, kernel_size=1) for c in chans)
-        self.aims = nn.ModuleList(AIM(width, 1 + int(i > 0) + int(i < last))
-                                  for i in range(len(chans)))
-        self.sims = nn.ModuleList(SIM(width) for _ in chans)
-        self.heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans)
+        width, chans = cfg.decoder_channels, self.backbone.channels
+        narrow = max(width // 2, 1)
+        self.aim = AIM(chans, width)
+        self.sims = nn.ModuleList(SIM(width, narrow) for _ in chans)
+        self.upconvs = nn.ModuleList(ConvBNAct(width, narrow if i == 0 else width, 3)
+                                     for i in range(len(chans)))
+        self.final = ConvBNAct(narrow, narrow, 3)
+        self.classifier = nn.Conv2d(narrow, 1, kernel_size=1)
+        self.side_heads = nn.ModuleList(nn.Conv2d(width, 1, kernel_size=1) for _ in chans[1:])
+
+    def aux_modules(self) -> list[nn.Module]:
+        return [self.side_heads]
 
     def _aim(self, i: int, *maps: Tensor) -> Tensor:
-        return self.aims[i](list(maps))
+        return self.aim[i](*maps)
 
-    def _level(self, i: int, aimed: Tensor, x: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        """One decoder level: AIM output + the coarser running map, through the SIM; and its
-        logit map (None for a side level when side outputs are off)."""
-        if x is not None:
-            aimed = aimed + resize_to(x, aimed.shape[-2:])
-        x = self.sims[i](aimed)
-        return x, self.heads[i](x) if i == 0 or self.aux_outputs else None
+    def _decode(self, i: int, aimed: Tensor, coarser: Tensor | None) -> Tensor:
+        """Decoder level ``i``: the upsampled coarser map plus the AIM output, SIM, upconv."""
+        if coarser is not None:
+            aimed = aimed + resize_to(coarser, aimed.shape[-2:])
+        return self.upconvs[i](self.sims[i](aimed))
+
+    def _classify(self, finest: Tensor, size: tuple[int, int]) -> Tensor:
+        return self.classifier(self.final(resize_to(finest, size)))
 
     def forward(self, image: Tensor) -> dict[str, Tensor | list[Tensor]]:
         feats = self.backbone(image)
-        lat = [self._run(self.laterals[i], f) for i, f in enumerate(feats)]
-        aimed = []
-        for i in range(len(lat)):
-            neighbours = [lat[j] for j in (i - 1, i + 1) if 0 <= j < len(lat)]
-            aimed.append(self._run(self._aim, i, lat[i], *neighbours))
-        return self._top_down(aimed, image)
+        levels = len(feats)
+        aimed = [self._run(self._aim, i, *(feats[j] for j in AIM.neighbours(i, levels)))
+                 for i in range(levels)]
+        x: Tensor | None = None
+        aux: list[Tensor] = []
+        for i in reversed(range(levels)):
+            x = self._run(self._decode, i, aimed[i], x)
+            if i > 0 and self.aux_outputs:
+                aux.append(self.side_heads[i - 1](x))
+        logits = self._run(self._classify, x, image.shape[-2:])
+        return {"logits": logits, "aux": aux}
