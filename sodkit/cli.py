@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
             resume = "; training continues from its last checkpoint with --resume auto"
             _report(args, f"error: {reason}{resume if args.command == 'train' else ''}")
             return 1
-        from .engine.runtime import log_failure
+        from .engine.launcher import log_failure
 
         log_failure(exc)
         raise
@@ -110,7 +110,7 @@ def _report(args: argparse.Namespace, message: str) -> None:
 
 
 def _rank() -> int:
-    from .engine.runtime import detect_dist_env
+    from .engine.launcher import detect_dist_env
 
     try:
         return detect_dist_env().rank

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from ..config.loader import ConfigError
 from ..config.schema import Config
+from ..engine.launcher import shard_range
 from ..errors import DataError
 from ..resources import resolve_workers
 from .checks import bad_stems, check_pairs
@@ -91,13 +92,6 @@ class MultiScaleBatchSampler(Sampler[list[tuple[int, int, int]]]):
             start = b * self.batch_size
             batch = mine[start:start + self.batch_size]
             yield [(i, size, _mix(self.seed, self.epoch, i)) for i in batch]
-
-
-def shard_range(length: int, rank: int, world_size: int) -> range:
-    """The contiguous slice of ``range(length)`` that ``rank`` evaluates (sizes differ by <= 1)."""
-    base, extra = divmod(length, world_size)
-    start = rank * base + min(rank, extra)
-    return range(start, start + base + (1 if rank < extra else 0))
 
 
 class InferenceSampler(Sampler[int]):

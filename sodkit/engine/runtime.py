@@ -3,10 +3,8 @@
 Everything else (networks, losses, metrics, datasets, the training loop) is plain code that asks
 the :class:`Runtime` to move tensors, run autocast, step the optimizer, reduce values over ranks
 and write files atomically. Where this process sits in a job comes from its launcher's
-environment, read here and nowhere else (:func:`detect_dist_env`): ``torchrun`` (``RANK``,
-``WORLD_SIZE``, ``LOCAL_RANK``, on one node or many), SLURM's ``srun`` without torchrun
-(``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``; the master is the first host of the node
-list), or neither (a single process).
+environment, read by :func:`~sodkit.engine.launcher.detect_dist_env` (torch-free, re-exported
+here) and nowhere else: ``torchrun``, SLURM's ``srun`` without torchrun, or neither.
 """
 
 from __future__ import annotations
@@ -15,10 +13,7 @@ import contextlib
 import logging
 import os
 import random
-import re
-import socket
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,84 +28,18 @@ from ..resources import default_threads
 from ..torchfile import load_checkpoint, numpy_state, plain_numpy_state, save_atomic
 from . import rendezvous
 from .accel import compile_model, to_channels_last
+from .launcher import (  # noqa: F401  (re-exported: the launcher names lived here)
+    SLURM_BASE_PORT,
+    DistEnv,
+    detect_dist_env,
+    first_slurm_host,
+    log_failure,
+    slurm_port,
+)
 
 logger = logging.getLogger(__name__)
 
 _DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
-SLURM_BASE_PORT = 15000  # srun without MASTER_PORT: 15000 + SLURM_JOB_ID % 10000 (as Lightning)
-
-
-# ---------------------------------------------------------------------- launcher environment
-@dataclass(frozen=True)
-class DistEnv:
-    """This process's place in the job: global rank, world size, rank on its node, launcher."""
-
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    launcher: str = "none"  # "torchrun" (any env:// launcher), "slurm" or "none"
-    master_addr: str | None = None  # set for "slurm"; torchrun's rendezvous provides its own
-    master_port: int | None = None
-
-
-def detect_dist_env(environ: Mapping[str, str] | None = None) -> DistEnv:
-    """Read the launcher's variables; torchrun's win over SLURM's (torchrun inside srun).
-
-    Global rank and local rank are different things on several nodes: the device is picked by the
-    local rank, files are written and the data is sharded by the global rank.
-    """
-    env = os.environ if environ is None else environ
-    if "RANK" in env and "WORLD_SIZE" in env:
-        found = DistEnv(int(env["RANK"]), int(env["WORLD_SIZE"]),
-                        int(env.get("LOCAL_RANK", "0")), "torchrun")
-    elif "SLURM_PROCID" in env and int(env.get("SLURM_NTASKS", "1") or 1) > 1:
-        nodes = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
-        addr = env.get("MASTER_ADDR") or first_slurm_host(nodes)
-        if not addr:
-            raise ConfigError("SLURM launch: neither MASTER_ADDR nor SLURM_JOB_NODELIST is set")
-        port = int(env.get("MASTER_PORT") or slurm_port(env.get("SLURM_JOB_ID", "0")))
-        found = DistEnv(int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]),
-                        int(env.get("SLURM_LOCALID", "0")), "slurm", addr, port)
-    else:
-        return DistEnv()
-    if not 0 <= found.rank < found.world_size:
-        raise ConfigError(f"{found.launcher}: rank {found.rank} is outside a world of "
-                          f"{found.world_size} processes")
-    return found
-
-
-def first_slurm_host(nodelist: str) -> str:
-    """First host of a SLURM node list, as ``scontrol show hostnames`` would print it first.
-
-    ``"gpu[07-09,12],cpu1"`` -> ``"gpu07"``, ``"rack[2-3]-n[01-04]"`` -> ``"rack2-n01"``; parsed
-    here so that compute nodes without ``scontrol`` in the PATH work too.
-    """
-    depth = 0
-    for i, char in enumerate(nodelist):
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            nodelist = nodelist[:i]
-            break
-    match = re.fullmatch(r"([^\[\]]*)\[([^\]]+)\](.*)", nodelist.strip())
-    if match is None:
-        return nodelist.strip()
-    prefix, ranges, rest = match.groups()
-    return prefix + ranges.split(",")[0].split("-")[0] + first_slurm_host(rest)
-
-
-def slurm_port(job_id: str) -> int:
-    """A port every task of a job derives alike, different for neighbouring jobs."""
-    digits = re.sub(r"\D", "", job_id) or "0"
-    return SLURM_BASE_PORT + int(digits) % 10000
-
-
-def log_failure(exc: BaseException) -> None:
-    """Name this process's rank in an error: the line users read first when a job dies."""
-    env = detect_dist_env()
-    if env.world_size > 1:
-        logger.error("rank %d of %d (local rank %d on %s) failed: %s: %s", env.rank,
-                     env.world_size, env.local_rank, socket.gethostname(),
-                     type(exc).__name__, exc)
 
 
 # ---------------------------------------------------------------------- RNG states

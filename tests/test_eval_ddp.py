@@ -1,0 +1,99 @@
+"""``sodkit eval`` under ``torchrun`` (2 real processes, gloo on the CPU): each rank measures a
+shard of every dataset, rank 0 merges and writes, and every file equals the one-process files
+byte for byte; a file that does not decode on one rank ends the whole job with one line.
+
+Two datasets of odd sizes (7 and 5 images, uneven shards 4 + 3 and 3 + 2) and two methods, one
+of them at other sizes than the GT (the resize path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from sodkit.cli import main
+from sodkit.metrics.testing import realistic_pair
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = {"X": 7, "Y": 5}
+FILES = ("results.json", "results.csv", "results.md", "results_per_image.csv", "curves.json")
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+               "TORCHELASTIC_ERROR_FILE", "SLURM_PROCID", "SLURM_NTASKS")
+
+pytestmark = pytest.mark.slow
+
+
+def torchrun(*args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node=2", "-m", "sodkit", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    """gt/<dataset>/*.png and preds/<method>/<dataset>/*.png; method b is smaller than the GT."""
+    root = tmp_path_factory.mktemp("eval_ddp")
+    rng = np.random.default_rng(5)
+    for dataset, count in DATASETS.items():
+        for i in range(count):
+            h, w = int(rng.integers(30, 70)), int(rng.integers(30, 70))
+            pred, gt = realistic_pair(rng, h, w)
+            small = cv2.resize(pred, (w // 2 + 3, h // 2 + 1), interpolation=cv2.INTER_AREA)
+            for folder, image in ((root / "gt" / dataset, gt), (root / "preds/a" / dataset, pred),
+                                  (root / "preds/b" / dataset, small)):
+                folder.mkdir(parents=True, exist_ok=True)
+                assert cv2.imwrite(str(folder / f"im{i:02d}.png"), image)
+    return root
+
+
+def eval_args(root: Path, out: Path) -> list[str]:
+    gts = [arg for name in DATASETS for arg in ("--gt", f"{name}={root / 'gt' / name}")]
+    return ["eval", *gts, "--pred", f"a={root / 'preds/a'}", "--pred", f"b={root / 'preds/b'}",
+            "--out", str(out)]
+
+
+def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, tmp_path):
+    assert main(eval_args(inputs, tmp_path / "one")) == 0
+    proc = torchrun(*eval_args(inputs, tmp_path / "two"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # the images were split, each measured once: rank 0 reports the gathered record counts
+    assert "X: 7 images measured by 2 processes (4 + 3)" in proc.stderr, proc.stderr[-3000:]
+    assert "Y: 5 images measured by 2 processes (3 + 2)" in proc.stderr, proc.stderr[-3000:]
+    for dataset in DATASETS:
+        one, two = tmp_path / "one" / dataset, tmp_path / "two" / dataset
+        for name in FILES:
+            assert (one / name).read_bytes() == (two / name).read_bytes(), (dataset, name)
+        results = json.loads((two / "results.json").read_text())
+        assert set(results) == {"a", "b"} and results["a"] != results["b"]
+        rows = (two / "results_per_image.csv").read_text().splitlines()
+        assert len(rows) == 1 + 2 * DATASETS[dataset]  # header + every image once per method
+    for name in ("results.json", "evaluation.json"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+
+
+def test_a_bad_file_on_one_rank_ends_every_rank_with_one_line(inputs, tmp_path):
+    root = tmp_path / "inputs"
+    shutil.copytree(inputs, root)
+    bad = root / "preds/b/X/im06.png"  # index 6 of 7: rank 1's shard (4..6) only
+    bad.write_bytes(bad.read_bytes()[:60])
+    start = time.monotonic()
+    proc = torchrun(*eval_args(root, tmp_path / "out"), timeout=120)
+    elapsed = time.monotonic() - start
+    assert proc.returncode != 0
+    assert elapsed < 60, elapsed
+    said = f"sodkit eval: error: cannot decode image file {bad}: truncated or corrupt"
+    printed = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith(said)]
+    assert len(printed) == 1, proc.stderr[-3000:]  # rank 0 prints what rank 1 met, once
+    summary = proc.stderr[proc.stderr.index("Root Cause"):]
+    assert "Traceback" not in summary, summary
+    assert not (tmp_path / "out" / "X" / "results.json").exists()
