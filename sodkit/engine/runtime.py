@@ -222,8 +222,9 @@ class Runtime:
 
     def _sync_batchnorm(self, model: nn.Module) -> nn.Module:
         """``nn.SyncBatchNorm`` on CUDA (timm's converter: it knows its BatchNormAct layers);
-        on CPU, where SyncBatchNorm has no kernel, the all-reduce BatchNorm of sodkit.module."""
-        if self.device.type == "cuda":
+        on CPU, where SyncBatchNorm has no kernel, and over gloo (its all-gathers are NCCL's),
+        the all-reduce BatchNorm of sodkit.module."""
+        if self.backend == "nccl":
             from timm.layers import convert_sync_batchnorm
 
             return convert_sync_batchnorm(model)
