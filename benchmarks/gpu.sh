@@ -1,54 +1,91 @@
 #!/usr/bin/env bash
-# The seed's GPU memory table, measured by sodkit on a CUDA machine (prepared; see RESULTS.md).
+# Every check of the GPU path in one run (under ten minutes on one GPU), figures written into
+# benchmarks/RESULTS.md (section <!-- gpu -->). Fails loudly: the first wrong result stops the
+# script with a FAIL row and a non-zero exit. See docs/distributed.md, "GPU and NCCL review".
 #
 #   bash benchmarks/gpu.sh [OUT_DIR]        (from the repository root, after `make test`)
 #
-# Rows: plain / checkpointing / amp (fp16 + GradScaler) / amp+checkpointing, each in a fresh
-# process (`sodkit bench memory`), for the demo config and a DUTS-sized one (FPN + ResNet-50,
-# 320 x 320, batch 16); with 2 or more GPUs also 2-process DDP rows (torchrun), one figure per
-# GPU. Printed like the seed's table: peak MiB allocated by PyTorch during a step (absolute,
-# `max_memory_allocated`), and the step's own share above what was resident before it.
+# 1. CUDA in one process (benchmarks/gpu_cuda.py): device and CUDA RNG state, peak memory per
+#    device, host-device syncs per step (CUDA sync debug mode), fp16 + GradScaler overflow skip,
+#    channels_last, torch.compile.
+# 2. The seed's memory table: plain / checkpointing / amp (fp16) / amp+checkpointing.
+# 3. Training runs of the demo: fp16 (GradScaler state saved), channels_last, torch.compile.
+# 4. DDP: 2 processes x batch B == 1 process x 2B (sync_bn, SGD). NCCL needs one GPU per rank
+#    (it refuses two ranks on one GPU), so with one GPU the two processes share it over gloo
+#    (runtime.dist_backend=gloo, CUDA tensors) and the NCCL rows need a 2-GPU machine.
+# 5. Evaluation exactness: `sodkit test` under torchrun == one process (metrics, PNG bytes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-output/gpu_bench}
+OUT=${1:-output/gpu_check}
 PY=${PYTHON:-.venv/bin/python}
-mkdir -p "$OUT"
+export CUBLAS_WORKSPACE_CONFIG=:4096:8  # deterministic cuBLAS for the exactness checks
+export PYTHONPATH="$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}"
+rm -rf "$OUT" && mkdir -p "$OUT"
+SUMMARY="$OUT/summary.md"
 if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
-    echo "no CUDA device: nothing to measure here (see benchmarks/RESULTS.md)" >&2
+    echo "gpu.sh: no CUDA device: nothing to check here" >&2
     exit 1
 fi
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpus.txt"
 GPUS=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
-DUTS=(configs/duts_fpn_r50.yaml model.pretrained=null data.size=320 data.batch_size=16
-      model.backbone=resnet50)
+if [ "$GPUS" -ge 2 ]; then BACKEND=nccl; else BACKEND=gloo; fi
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+trap 'echo "gpu.sh: FAILED at line $LINENO (see $OUT)" >&2' ERR
 
-"$PY" -m sodkit bench memory configs/demo.yaml --steps 5 --json "$OUT/demo.json"
-"$PY" -m sodkit bench memory "${DUTS[@]}" --steps 5 --json "$OUT/duts_r50.json"
+record() { tee -a "$SUMMARY"; }     # a check's row(s) into the summary, and on screen
+check() { "$PY" benchmarks/gpu_checks.py "$@" | record; }  # pipefail: FAIL stops here
+torchrun() { "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 "$@"; }
 
-if [ "$GPUS" -ge 2 ]; then
-    for variant in "plain:off:fp32" "amp:off:fp16" "amp+checkpointing:all:fp16"; do
-        IFS=: read -r name ckpt precision <<< "$variant"
-        "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 -m sodkit.engine.bench \
-            "${DUTS[@]}" model.checkpointing="$ckpt" runtime.precision="$precision" --steps 5 \
-            > "$OUT/ddp_${name}.jsonl"
-    done
+{
+    echo "### GPU path ($GPU_NAME x $GPUS, torch $("$PY" -c 'import torch; print(torch.__version__)'), $(date +%F))"
+    echo
+    echo "Command: \`bash benchmarks/gpu.sh\`; 2-process backend: $BACKEND."
+    echo
+    echo "| check | result | figure |"
+    echo "|---|---|---|"
+} > "$SUMMARY"
+
+# 1. in-process CUDA checks
+check cuda
+
+# 2. memory table (each variant in a fresh process)
+"$PY" -m sodkit bench memory configs/demo.yaml --steps 5 --json "$OUT/memory.json" \
+    > "$OUT/memory.md"
+# 3. training runs: the demo data, a few steps each
+COMMON=(output_root="$OUT/runs" train.epochs=1 train.steps_per_epoch=20 train.log_every=5
+        train.image_every=0 data.num_workers=4)
+run_train() { "$PY" -m sodkit train configs/demo.yaml "${COMMON[@]}" "$@" > "$OUT/$1.log" 2>&1; }
+run_train name=fp16 runtime.precision=fp16
+check check-run "$OUT/runs/fp16" --scaler --cuda-rng 1 --label "train fp16 + GradScaler"
+run_train name=nhwc runtime.channels_last=true
+check check-run "$OUT/runs/nhwc" --label "train channels_last"
+run_train name=compiled runtime.compile=true
+check check-run "$OUT/runs/compiled" --label "train torch.compile"
+
+# 4. DDP: 2 x B == 1 x 2B (deterministic kernels, SGD, sync_bn, no test set)
+DDP=(configs/demo.yaml output_root="$OUT/runs" data.test=[] train.epochs=1
+     train.steps_per_epoch=4 train.log_every=1 train.image_every=0
+     runtime.sync_bn=true runtime.deterministic=true optim.name=sgd optim.lr=0.05
+     data.num_workers=2 runtime.dist_backend="$BACKEND")
+"$PY" -m sodkit train "${DDP[@]}" name=ddp1 data.batch_size=16 > "$OUT/ddp1.log" 2>&1
+torchrun -m sodkit train "${DDP[@]}" name=ddp2 data.batch_size=8 > "$OUT/ddp2.log" 2>&1
+check compare-weights "$OUT/runs/ddp1/checkpoints/last.pt" "$OUT/runs/ddp2/checkpoints/last.pt" \
+    --atol 1e-3 --label "DDP ($BACKEND) 2 x 8 == 1 x 16, 4 SGD steps"
+check check-run "$OUT/runs/ddp2" --cuda-rng 2 --label "DDP checkpoint: each rank's CUDA RNG"
+
+# 5. evaluation under torchrun == one process (the fp16 run's checkpoint, fp32 evaluation)
+CKPT="$OUT/runs/fp16/checkpoints/last.pt"
+TEST=(configs/demo.yaml output_root="$OUT/runs" name=fp16 runtime.deterministic=true
+      data.test_batch_size=1)
+"$PY" -m sodkit test "${TEST[@]}" --checkpoint "$CKPT" --out "$OUT/eval1" > "$OUT/eval1.log" 2>&1
+torchrun -m sodkit test "${TEST[@]}" runtime.dist_backend="$BACKEND" --checkpoint "$CKPT" \
+    --out "$OUT/eval2" > "$OUT/eval2.log" 2>&1
+check compare-eval "$OUT/eval1" "$OUT/eval2" --tol 1e-12 \
+    --label "sodkit test, 2 processes ($BACKEND) == 1 process"
+
+if [ "$GPUS" -lt 2 ]; then
+    echo "| NCCL with 2 ranks | not run | needs 2 GPUs (NCCL refuses 2 ranks on one GPU) |" | record
 fi
-
-"$PY" - "$OUT" <<'PYEOF'
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-print("\n| config | variant | peak MiB (absolute) | step MiB (above resident) | saved MiB | step s |")
-print("|---|---|---:|---:|---:|---:|")
-for name in ("demo", "duts_r50"):
-    for row in json.loads((out / f"{name}.json").read_text()):
-        print(f"| {name} | {row['variant']} | {row['peak_total_mb']:.0f} | {row['peak_mb']:.0f} "
-              f"| {row['saved_mb']:.0f} | {row['step_s']:.3f} |")
-for path in sorted(out.glob("ddp_*.jsonl")):
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
-    rows.sort(key=lambda r: r["rank"])
-    peaks = " + ".join(f"{r['peak_total_mb']:.0f}" for r in rows)
-    steps = " + ".join(f"{r['peak_mb']:.0f}" for r in rows)
-    print(f"| duts_r50 | DDP x2 {path.stem[4:]} | {peaks} | {steps} | "
-          f"{rows[0]['saved_mb']:.0f} | {rows[0]['step_s']:.3f} |")
-PYEOF
+{ echo; echo "Memory table (\`sodkit bench memory configs/demo.yaml --steps 5\`, amp = fp16):"
+  echo; cat "$OUT/memory.md"; } >> "$SUMMARY"
+"$PY" benchmarks/gpu_checks.py write-results "$SUMMARY" benchmarks/RESULTS.md
+echo "gpu.sh: all checks passed; benchmarks/RESULTS.md updated"

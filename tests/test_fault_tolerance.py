@@ -365,3 +365,41 @@ def test_tensorboard_has_no_duplicate_steps_after_a_resume(data, tmp_path):
     steps = [event.step for event in acc.Scalars("loss/loss")]
     assert steps == sorted(set(steps)) and steps[-1] == 16
 
+
+
+def test_sigterm_to_a_rank_blocked_in_a_collective_ends_it_after_the_grace(data, tmp_path):
+    """Rank 1 is stopped (SIGSTOP: a hung peer), so rank 0 blocks in its next collective, where
+    Python never runs its SIGTERM handler. The deadline thread ends rank 0 runtime.stop_grace_s
+    after the signal, with one line and exit code 143, long before runtime.dist_timeout_s."""
+    port = free_port()
+    args = [*overrides(data, tmp_path, "blocked"), "train.epochs=500",
+            "runtime.stop_grace_s=3", "runtime.dist_timeout_s=300"]
+    procs = []
+    for rank in (0, 1):
+        rank_env = env(SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID=str(rank),
+                       SLURM_JOB_NODELIST="localhost", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, "-m", "sodkit", "train", CONFIG, *args],
+                                      cwd=ROOT, env=rank_env, text=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    try:
+        lines = []
+        for line in procs[0].stderr:
+            lines.append(line)
+            if " step 3/" in line:
+                break
+        assert procs[0].poll() is None, "".join(lines[-20:])
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        time.sleep(1.0)  # rank 0 reaches its next collective and waits there
+        sent = time.monotonic()
+        os.kill(procs[0].pid, signal.SIGTERM)
+        code = procs[0].wait(timeout=60)
+        elapsed = time.monotonic() - sent
+        rest = procs[0].stderr.read()
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert code == 128 + signal.SIGTERM, rest[-3000:]
+    assert 2.5 <= elapsed < 30, elapsed
+    assert "still running 3 s after the stop signal" in rest, rest[-3000:]

@@ -95,6 +95,7 @@ def test_grad_scaler_skips_non_finite_steps_and_counts_them() -> None:
     assert out.terms["skipped"].item() == 1.0
     assert step.runtime.scaler.get_scale() == 2.0**9
     assert all(torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
+    assert "nonfinite" not in out.terms  # the scaler's search, not a bad step
     assert step(_batches()).terms["skipped"].item() == 0.0
 
 
@@ -165,3 +166,65 @@ def test_trainer_logs_the_steps_the_scaler_skipped(tmp_path: Path, caplog) -> No
     skipped = int(lines[0].split(" skipped ")[1].split(")")[0])
     assert 1 <= skipped <= 4
     assert trainer.runtime.scaler.get_scale() == 2.0 ** (127 - skipped)
+
+
+def _scaled_step(accumulate: int, grad_clip: float | None, scale: float | None,
+                 restore: bool = False) -> TrainStep:
+    """A TrainStep with SGD; ``scale``: a real CPU GradScaler with that initial scale."""
+    runtime = Runtime(RuntimeCfg(device="cpu", seed=0))
+    if scale is not None:
+        runtime.scaler = torch.amp.GradScaler("cpu", init_scale=scale, growth_interval=1000)
+    model = runtime.wrap(build_network(ModelCfg(backbone="resnet18", decoder_channels=8)))
+    optimizer = build_optimizer(model, OptimCfg(name="sgd", lr=0.1, momentum=0.9), 2)
+    return TrainStep(model, build_criterion(LossCfg()), optimizer, runtime, accumulate,
+                     grad_clip, restore_buffers=restore)
+
+
+def test_grad_scaler_with_accumulation_and_clipping_equals_the_unscaled_step() -> None:
+    """Scale by a power of two, accumulate 2 micro-batches, unscale once, clip the true
+    gradients: the weights equal the unscaled step bit for bit. Unscaling twice, clipping the
+    scaled gradients or dividing by the scale of another micro-batch would not."""
+    batches = _batches(4)
+    for clip in (None, 0.05):  # 0.05 is far below the gradient norm: clipping is active
+        plain = _scaled_step(2, clip, None)
+        scaled = _scaled_step(2, clip, 2.0**12)
+        for i in (0, 2):
+            plain(batches[i : i + 2])
+            out = scaled(batches[i : i + 2])
+            assert out.terms["skipped"].item() == 0.0
+        for a, b in zip(plain.model.state_dict().values(), scaled.model.state_dict().values(),
+                        strict=True):
+            assert torch.equal(a, b), clip
+        assert scaled.runtime.scaler.get_scale() == 2.0**12
+
+
+def test_a_scaler_skipped_step_leaves_no_batchnorm_update_behind() -> None:
+    step = _scaled_step(1, None, 2.0**10, restore=True)
+    before = {k: v.clone() for k, v in step.model.state_dict().items()}
+    bad = _batches()[0]
+    bad["image"][0, 0, 0, 0] = float("inf")
+    out = step([bad])
+    assert out.terms["skipped"].item() == 1.0 and "nonfinite" not in out.terms
+    for key, value in step.model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    key = next(k for k in before if k.endswith("running_mean"))
+    step(_batches())  # a good step updates them again
+    assert not torch.equal(step.model.state_dict()[key], before[key])
+
+
+def test_at_scale_one_or_below_a_non_finite_step_is_a_bad_step_and_not_applied() -> None:
+    """A diverged loss halves the scale step after step; once the scale is <= 1 the overflow
+    is not the scale's doing: the guard reports ``nonfinite`` (the trainer counts it against
+    train.max_bad_steps), no update is applied, and the scale stays where it is."""
+    step = _scaled_step(1, 1.0, 1.0, restore=True)
+    before = {k: v.clone() for k, v in step.model.state_dict().items()}
+    bad = _batches()[0]
+    bad["image"][:, :, :4, :4] = float("nan")
+    out = step([bad])
+    assert out.terms["nonfinite"].item() == 1.0 and "skipped" not in out.terms
+    for key, value in step.model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert step.runtime.scaler.get_scale() == 1.0
+    assert all(p.grad is None for p in step.model.parameters())
+    good = step(_batches())
+    assert "nonfinite" not in good.terms and good.terms["skipped"].item() == 0.0

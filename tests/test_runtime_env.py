@@ -95,3 +95,36 @@ def test_rng_state_round_trips_through_a_weights_only_checkpoint(tmp_path):
     loaded = torch.load(path, weights_only=True)
     set_rng_state(loaded["rng"][0], torch.device("cpu"))
     assert _draws() == expected
+
+
+# ---------------------------------------------------------------------- GPU and backend choice
+def test_the_gpu_comes_from_the_local_rank_not_the_global_rank():
+    """Second node of a 2 x 4 job: global rank 6 is local rank 2 and takes GPU 2."""
+    from sodkit.engine.devices import cuda_index
+
+    env = detect_dist_env({"RANK": "6", "WORLD_SIZE": "8", "LOCAL_RANK": "2"})
+    assert cuda_index(env.local_rank, visible=4) == 2
+    slurm = detect_dist_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+                             "SLURM_JOB_NODELIST": "gpu[01-02]"})
+    assert cuda_index(slurm.local_rank, visible=4) == 1
+    # one GPU bound per task (srun --gpus-per-task=1): it is device 0 whatever the local rank
+    assert cuda_index(3, visible=1) == 0
+
+
+def test_more_processes_than_gpus_on_a_node_is_a_clear_error():
+    from sodkit.engine.devices import cuda_index
+
+    with pytest.raises(ConfigError, match="local rank 4 has no GPU.*shows 4 GPUs"):
+        cuda_index(4, visible=4)
+    with pytest.raises(ConfigError, match="no GPU is visible"):
+        cuda_index(0, visible=0)
+
+
+def test_backend_choice_and_the_cpu_group_for_object_collectives():
+    from sodkit.engine.devices import dist_backend, needs_cpu_group
+
+    assert dist_backend("auto", "cuda") == "nccl" and dist_backend("auto", "cpu") == "gloo"
+    assert dist_backend("gloo", "cuda") == "gloo"  # two processes sharing one GPU
+    with pytest.raises(ConfigError, match="nccl needs a CUDA device"):
+        dist_backend("nccl", "cpu")
+    assert needs_cpu_group("nccl") and not needs_cpu_group("gloo")

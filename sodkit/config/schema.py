@@ -161,6 +161,12 @@ class RuntimeCfg:
     num_threads: int | None = None  # torch intra-op threads per process; None = from the cores
     sync_bn: bool = False  # BatchNorm statistics over all processes (CUDA SyncBatchNorm, or CPU)
     dist_timeout_s: float = 600.0  # a collective waiting longer (a lost process) ends the job
+    # collectives: auto = nccl on CUDA, gloo on CPU; gloo also runs CUDA tensors (e.g. two
+    # processes sharing one GPU, which NCCL refuses)
+    dist_backend: Literal["auto", "nccl", "gloo"] = "auto"
+    # after SIGTERM/SIGINT the run finishes its step and saves; if it is still running this
+    # many seconds later (blocked in a collective with a lost peer), it exits (0 = never)
+    stop_grace_s: float = 120.0
     channels_last: bool = False  # NHWC memory format for the model and the images
     compile: bool = False  # torch.compile the training model (refused where it cannot work)
 

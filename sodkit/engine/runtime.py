@@ -25,9 +25,10 @@ from torch import nn
 
 from ..config import ConfigError, RuntimeCfg
 from ..resources import default_threads
-from ..torchfile import load_checkpoint, numpy_state, plain_numpy_state, save_atomic
+from ..torchfile import load_checkpoint, save_atomic
 from . import rendezvous
 from .accel import compile_model, to_channels_last
+from .devices import cuda_index, dist_backend, needs_cpu_group
 from .launcher import (  # noqa: F401  (re-exported: the launcher names lived here)
     SLURM_BASE_PORT,
     DistEnv,
@@ -36,37 +37,11 @@ from .launcher import (  # noqa: F401  (re-exported: the launcher names lived he
     log_failure,
     slurm_port,
 )
+from .rng import rng_state, set_rng_state
 
 logger = logging.getLogger(__name__)
 
 _DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-# ---------------------------------------------------------------------- RNG states
-def rng_state(device: torch.device | None = None) -> dict[str, Any]:
-    """This process's RNG states as tensors and plain Python values (``weights_only`` loads it).
-
-    CUDA: only ``device``'s generator, never every visible GPU's (a resumed job may see fewer).
-    """
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": plain_numpy_state(np.random.get_state()),
-        "torch": torch.get_rng_state(),
-    }
-    if device is not None and device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def set_rng_state(state: Mapping[str, Any], device: torch.device | None = None) -> None:
-    """Restore what :func:`rng_state` returned."""
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    np.random.set_state(numpy_state(state["numpy"]))
-    torch.set_rng_state(state["torch"])
-    cuda = state.get("cuda")
-    if isinstance(cuda, torch.Tensor) and device is not None and device.type == "cuda":
-        torch.cuda.set_rng_state(cuda, device)
 
 
 # ---------------------------------------------------------------------- the runtime
@@ -82,19 +57,22 @@ class Runtime:
             logging.getLogger().setLevel(logging.ERROR)
             logging.captureWarnings(True)
         self.device = self._pick_device(cfg.device)
+        self.backend = dist_backend(cfg.dist_backend, self.device.type)
+        self._cpu_group: Any = None  # gloo group for object collectives when the backend is NCCL
         torch.set_num_threads(cfg.num_threads or default_threads())
         if self.world_size > 1 and not dist.is_initialized():
             self._init_process_group()
         self.amp_dtype = _DTYPES[cfg.precision]
         if cfg.precision == "fp16" and self.device.type != "cuda":
             raise ConfigError("runtime.precision: fp16 needs a CUDA device; use bf16 or fp32")
-        self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.precision == "fp16")
+        # the scaler's device type follows the model's (a CPU GradScaler runs the same logic)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision == "fp16")
         self.seed_everything(cfg.seed)
 
     # ------------------------------------------------------------------ setup
     def _pick_device(self, name: str) -> torch.device:
-        """The local rank's GPU; the only one when the scheduler shows each process just one
-        (``srun --gpus-per-task=1`` sets CUDA_VISIBLE_DEVICES per task)."""
+        """The local rank's GPU (:func:`~sodkit.engine.devices.cuda_index`), made the current
+        device before the process group exists: NCCL and the object collectives use it."""
         if name == "auto":
             name = "cuda" if torch.cuda.is_available() else "cpu"
         device = torch.device(name)
@@ -102,17 +80,21 @@ class Runtime:
             if not torch.cuda.is_available():
                 raise ConfigError(f"runtime.device: {name!r} asked for, but CUDA is not available")
             if device.index is None:
-                visible = torch.cuda.device_count()
-                device = torch.device("cuda", 0 if visible == 1 else self.local_rank)
+                index = cuda_index(self.local_rank, torch.cuda.device_count())
+                device = torch.device("cuda", index)
             torch.cuda.set_device(device)
         return device
 
     def _init_process_group(self) -> None:
-        """NCCL on CUDA, gloo on CPU; a timeout so that a lost peer ends the job, never hangs it."""
+        """NCCL on CUDA, gloo on CPU; a timeout so that a lost peer ends the job, never hangs it.
+
+        NCCL is bound to this rank's device (``device_id``: eager communicator set-up, no guess
+        from the global rank); its object collectives get a gloo group (see ``devices``).
+        """
         options: dict[str, Any] = {
-            "backend": "nccl" if self.device.type == "cuda" else "gloo",
+            "backend": self.backend,
             "timeout": timedelta(seconds=self.cfg.dist_timeout_s),
-            "device_id": self.device if self.device.type == "cuda" else None,
+            "device_id": self.device if self.backend == "nccl" else None,
         }
         if self.env.launcher == "slurm":  # no torchrun store: rendezvous at the first node
             options.update(init_method=f"tcp://{self.env.master_addr}:{self.env.master_port}",
@@ -124,6 +106,8 @@ class Runtime:
             options.update(store=rendezvous.attempt_store(store, token), rank=self.rank,
                            world_size=self.world_size)
         dist.init_process_group(**options)
+        if needs_cpu_group(self.backend):  # every rank creates it, in the same order
+            self._cpu_group = dist.new_group(backend="gloo", timeout=options["timeout"])
         if self.is_main:
             logger.info("distributed: %d processes (%s, %s), master %s", self.world_size,
                         self.env.launcher, options["backend"],
@@ -167,8 +151,9 @@ class Runtime:
 
     def _sync_batchnorm(self, model: nn.Module) -> nn.Module:
         """``nn.SyncBatchNorm`` on CUDA (timm's converter: it knows its BatchNormAct layers);
-        on CPU, where SyncBatchNorm has no kernel, the all-reduce BatchNorm of sodkit.module."""
-        if self.device.type == "cuda":
+        on CPU, where SyncBatchNorm has no kernel, and over gloo (its all-gathers are NCCL's),
+        the all-reduce BatchNorm of sodkit.module."""
+        if self.backend == "nccl":
             from timm.layers import convert_sync_batchnorm
 
             return convert_sync_batchnorm(model)
@@ -248,9 +233,9 @@ class Runtime:
         (stop, save, give up) come from one small all-reduce."""
         if not self.distributed:
             return [bool(f) for f in flags]
-        device = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
-        tensor = torch.tensor([float(f) for f in flags], device=device)
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        # host values over the gloo group: no device tensor, so no device sync every step
+        tensor = torch.tensor([float(f) for f in flags])
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self._cpu_group)
         return [bool(v) for v in tensor.tolist()]
 
     def gather_to_main(self, obj: Any) -> list[Any] | None:
@@ -259,14 +244,14 @@ class Runtime:
         if not self.distributed:
             return [obj]
         out: list[Any] | None = [None] * self.world_size if self.is_main else None
-        dist.gather_object(obj, out, dst=0)
+        dist.gather_object(obj, out, dst=0, group=self._cpu_group)
         return out
 
     def broadcast_object(self, obj: Any) -> Any:
         if not self.distributed:
             return obj
         box = [obj]
-        dist.broadcast_object_list(box, src=0)
+        dist.broadcast_object_list(box, src=0, group=self._cpu_group)
         return box[0]
 
     def broadcast_buffers(self, model: nn.Module) -> None:

@@ -3,14 +3,21 @@
 ``TrainStep(batches)`` runs ``accumulate`` micro-batches (forward under the runtime's autocast,
 the criterion in float32 outside the model, backward with DDP's all-reduce only on the last one)
 and one optimizer step (unscale, clip, step, zero). It returns detached loss terms that stay on
-the device, and the one host-device sync is the finiteness check of the gradients (``guard``,
-without a GradScaler): a step whose gradients hold inf/NaN is not applied and returns a
-``nonfinite`` term, so diverged weights never reach a checkpoint. Callers reduce the terms at
-their log interval.
+the device, and the one host-device sync is the finiteness check (``guard``): a step whose
+gradients hold inf/NaN is not applied and returns a ``nonfinite`` term, so diverged weights never
+reach a checkpoint. Callers reduce the terms at their log interval.
 
-With fp16 the GradScaler skips a step whose gradients hold inf/NaN and lowers its scale; the
+With fp16 the GradScaler skips a step whose (scaled) gradients overflow and lowers its scale; the
 returned ``skipped`` term (1.0 for a skipped step, as a device tensor) lets the log count them:
-a skipped step is the scaler's normal search for a scale, not a failure.
+a skipped step is the scaler's normal search for a scale, not a failure, and not a bad step.
+Once the scale is at or below 1 the search is over (gradients that overflow unscaled are not the
+scale's doing: a diverged loss keeps halving it until it gets there): from then on the guard
+checks the gradients as without a scaler, and a non-finite step is ``nonfinite``, counted against
+``train.max_bad_steps``. Every decision reads values that are equal on all ranks (the
+all-reduced gradients, the scaler's state), so the ranks always agree. A skipped step's
+BatchNorm updates are undone too (on the device, no sync) when ``restore_buffers``. Order per
+step: every micro-batch's backward with the same scale (it changes only in ``update``),
+``unscale_`` once, clip the true gradients, ``step`` (skipped on overflow), ``update`` once.
 """
 
 from __future__ import annotations
@@ -94,12 +101,12 @@ class TrainStep:
                 self.ema.update(self.runtime.unwrap(self.model))
             if skipped is not None:
                 terms["skipped"] = skipped
+                if buffers is not None:  # the skipped step's forward left its statistics
+                    _restore_where(skipped, self.model.buffers(), buffers)
         else:  # the weights keep their last good values; the trainer counts and decides
             self.optimizer.zero_grad(set_to_none=True)
             if buffers is not None:
-                with torch.no_grad():
-                    for buffer, saved in zip(self.model.buffers(), buffers, strict=True):
-                        buffer.copy_(saved)
+                _restore_where(torch.ones(()), self.model.buffers(), buffers)
             terms["nonfinite"] = torch.ones((), device=terms["loss"].device)
         if not keep_outputs:
             batch = outputs = None
@@ -108,11 +115,13 @@ class TrainStep:
     def _gradients_finite(self) -> bool:
         """Whether the (all-reduced, so on every rank the same) gradients are finite.
 
-        The one host-device sync of a step, and only without a GradScaler: with fp16 the scaler
-        finds inf/NaN itself and skips the step. A NaN loss makes NaN gradients, so this also
-        catches a loss that diverged, before it reaches the weights.
+        The one host-device sync of a step. A NaN loss makes NaN gradients, so this also catches
+        a loss that diverged, before it reaches the weights. With a GradScaler whose scale is
+        above 1, inf/NaN is the scaler's to handle (skip, lower the scale); reading the scale
+        waits for the backward pass, which the scaler's own check waits for anyway.
         """
-        if not self.guard or self.runtime.scaler.is_enabled():
+        scaler = self.runtime.scaler
+        if not self.guard or (scaler.is_enabled() and scaler.get_scale() > 1.0):
             return True
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         if not grads:
@@ -130,3 +139,10 @@ class TrainStep:
         if before is None:
             return None
         return (scaler._scale < before).float()
+
+
+@torch.no_grad()
+def _restore_where(flag: Tensor, current: Iterable[Tensor], saved: list[Tensor]) -> None:
+    """Put ``saved`` back into ``current`` where the 0-d ``flag`` is non-zero, on the device."""
+    for buffer, old in zip(current, saved, strict=True):
+        buffer.copy_(torch.where(flag.to(buffer.device).bool(), old, buffer))

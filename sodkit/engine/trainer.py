@@ -153,7 +153,7 @@ class Trainer:
                               purge_step=self.step + 1 if self.step else None)
         meter = Throughput(cfg.train.epochs * self.steps_per_epoch, self.step)
         try:
-            with StopRequest() as stop:
+            with StopRequest(cfg.runtime.stop_grace_s) as stop:
                 for epoch in range(self.epoch, cfg.train.epochs):
                     self._train_epoch(epoch, meter, stop)
                     self._end_epoch(epoch + 1)
