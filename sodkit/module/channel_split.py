@@ -12,10 +12,12 @@ channel, activations are elementwise, pooling is per channel), and each output c
 convolution reads all input channels but only its own filter. So the run computes the same
 values channel group by channel group, each group a checkpoint segment whose backward holds
 maps of ``1 / groups`` of the channels. The groups' outputs are concatenated, which costs one
-copy of the (small, pooled) output. The values and gradients are the plain run's bit for bit on
-the CPU (tested), as long as the run's input needs no gradient (the image): otherwise its
-gradient would be summed group by group, in another order than one convolution's backward, so
-such runs are not split.
+copy of the (small, pooled) output. The outputs, BatchNorm statistics and the gradients of
+everything after the convolution are the plain run's bit for bit; the convolution's weight
+gradient too when the groups are a multiple of the kernel's channel block wide (16 channels:
+the ResNet stems' 64 channels in four groups, tested), otherwise it differs by float rounding
+(about 1e-6 relative, measured). The run's input must need no gradient (the image): its
+gradient would be summed group by group, so such runs are not split.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from torch import Tensor, nn
 from .checkpoint import checkpoint_segment
 
 GROUPS = 4  # the stem's working set shrinks to about one of its maps (measured: RESULTS.md)
+BLOCK = 16  # group widths are rounded up to this many channels (a SIMD block of the kernels)
 
 # Layers that act on each channel alone, called unchanged on a group of channels.
 _PER_CHANNEL = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.SiLU, nn.GELU, nn.Hardswish, nn.Sigmoid,
@@ -75,19 +78,28 @@ def _group(layers: nn.ModuleList, x: Tensor, lo: int, hi: int) -> Tensor:
     return x
 
 
-def run_split(layers: nn.ModuleList, x: Tensor, groups: int = GROUPS) -> Tensor | None:
-    """The run's output computed as ``groups`` checkpoint segments of output channels, or None
-    when the split does not apply (see :func:`splittable`; no autograd; input needs a gradient)
-    and the caller should run the layers as one segment."""
+def group_width(channels: int, groups: int = GROUPS) -> int:
+    """Channels per group: ``channels / groups`` rounded up to a multiple of :data:`BLOCK`."""
+    width = -(-channels // max(groups, 1))
+    return min(-(-width // BLOCK) * BLOCK, channels)
+
+
+def run_split(layers: nn.ModuleList, x: Tensor, width: int | None = None) -> Tensor | None:
+    """The run's output computed as checkpoint segments of ``width`` output channels each
+    (default :func:`group_width`), or None when the split does not apply (see
+    :func:`splittable`; no autograd; the input needs a gradient; one group) and the caller should
+    run the layers as one segment."""
     members = list(layers)
     if not torch.is_grad_enabled() or x.requires_grad or not splittable(members):
+        return None
+    channels = members[0].out_channels
+    width = width or group_width(channels)
+    if width >= channels:
         return None
     for bn in members[1:]:  # what nn.BatchNorm2d.forward does first, once for all groups
         if type(bn) is nn.BatchNorm2d and bn.training and bn.track_running_stats \
                 and bn.num_batches_tracked is not None:
             bn.num_batches_tracked.add_(1)
-    channels = members[0].out_channels
-    width = -(-channels // max(groups, 1))
     parts = [checkpoint_segment(_group, layers, x, lo, min(lo + width, channels), owner=layers)
              for lo in range(0, channels, width)]
     return torch.cat(parts, dim=1)
