@@ -123,3 +123,94 @@ def test_training_with_checkpointing_and_bf16_end_to_end(tmp_path) -> None:
     tracked = {k: int(v) for k, v in state["model"].items() if k.endswith("num_batches_tracked")}
     assert tracked and set(tracked.values()) == {4}
     assert (tmp_path / "ck" / "results.json").is_file()
+
+
+def _train_step(mode: str, overrides: list[str]):
+    from pathlib import Path
+
+    from sodkit.config import load_config
+    from sodkit.engine.bench import build_train_step, random_batch
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    cfg = load_config(config, [*overrides, f"model.checkpointing={mode}"])
+    torch.manual_seed(0)
+    step, runtime = build_train_step(cfg)
+    return step, random_batch(cfg, runtime.device)
+
+
+def test_checkpointed_step_peak_is_at_most_55_percent_of_plain() -> None:
+    # The demo's network cut after layer1 (FPN on the stem and the first stage), so that its
+    # activations, not its 0.6 MB of gradients, decide the peak, as on the demo at full size.
+    # The whole TrainStep (optimizer step included) is measured from torch's allocation events.
+    from sodkit.engine.memory import AllocatedPeak
+
+    overrides = ["model.out_indices=[1]", "data.batch_size=4", "data.size=64",
+                 "model.decoder_channels=8"]
+    peaks, losses = {}, {}
+    for mode in ("off", "all"):
+        step, batch = _train_step(mode, overrides)
+        step([batch])  # warm-up: the optimizer state exists before the measured step
+        with AllocatedPeak() as peak:
+            losses[mode] = step([batch]).terms["loss"]
+        peaks[mode] = peak.added_bytes
+    assert abs(losses["all"] - losses["off"]).item() <= 1e-6
+    assert peaks["all"] <= 0.55 * peaks["off"], peaks
+
+
+def _stem(momentum: float | None) -> torch.nn.ModuleList:
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 10, 7, stride=2, padding=3, bias=False)
+    bn = torch.nn.BatchNorm2d(10, momentum=momentum)
+    torch.nn.init.normal_(bn.weight)
+    return torch.nn.ModuleList([conv, bn, torch.nn.ReLU(inplace=True),
+                                torch.nn.MaxPool2d(3, stride=2, padding=1)])
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_channel_split_stem_equals_the_plain_stem_bit_for_bit(momentum: float | None) -> None:
+    from sodkit.module.channel_split import run_split
+
+    image = torch.randn(3, 3, 40, 40, generator=torch.Generator().manual_seed(2))
+    plain, split = _stem(momentum).train(), _stem(momentum).train()
+    for _ in range(2):  # the second step reads the running statistics the first one left
+        expected = plain[3](plain[2](plain[1](plain[0](image))))
+        out = run_split(split, image, width=4)  # 10 channels: groups of 4, 4, 2
+        assert out is not None and torch.equal(out, expected)
+        (expected * expected).sum().backward()
+        (out * out).sum().backward()
+    conv_plain, *rest_plain = plain.parameters()
+    conv_split, *rest_split = split.parameters()
+    # groups narrower than the kernel's channel block: the weight gradient's rounding differs
+    scale = conv_plain.grad.abs().max()
+    assert (conv_plain.grad - conv_split.grad).abs().max() <= 2e-6 * scale
+    for a, b in zip(rest_plain, rest_split, strict=True):
+        assert torch.equal(a.grad, b.grad)  # BatchNorm's weight and bias
+    for a, b in zip(plain.buffers(), split.buffers(), strict=True):
+        assert torch.equal(a, b)  # running mean / var, num_batches_tracked == 2
+    plain.eval(), split.eval()
+    expected = plain[3](plain[2](plain[1](plain[0](image))))
+    assert torch.equal(run_split(split, image, width=4), expected)
+
+
+def test_channel_split_declines_what_it_cannot_reproduce() -> None:
+    from sodkit.module.channel_split import run_split
+    from sodkit.module.sync_bn import AllReduceBatchNorm
+
+    image = torch.randn(2, 3, 16, 16)
+    # an input gradient would be summed group by group: another order than plain
+    assert run_split(_stem(0.1), image.requires_grad_(), width=4) is None
+    image = image.detach()
+    with torch.no_grad():
+        assert run_split(_stem(0.1), image, width=4) is None  # nothing to checkpoint
+    synced = _stem(0.1)
+    synced[1] = AllReduceBatchNorm(10)  # statistics over ranks: not per group
+    assert run_split(synced, image, width=4) is None
+    assert run_split(torch.nn.ModuleList([torch.nn.MaxPool2d(2)]), image, width=4) is None
+    assert run_split(_stem(0.1), image) is None  # 10 channels: one group of 16 would be all
+
+
+def test_group_width_rounds_to_channel_blocks() -> None:
+    from sodkit.module.channel_split import group_width
+
+    assert group_width(64) == 16 and group_width(32) == 16 and group_width(24) == 16
+    assert group_width(128) == 32 and group_width(10) == 10

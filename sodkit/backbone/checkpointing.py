@@ -8,7 +8,10 @@ leave BatchNorm statistics alone during the recomputation. sodkit checkpoints in
   block sequence is its own segment (:func:`~sodkit.module.checkpoint.checkpoint_blocks`), and in a
   ``FeatureListNet``/``FeatureDictNet`` body the loose layers between block sequences (a ResNet's
   conv1 / bn1 / act1 / maxpool stem, whose stride-2 maps are the largest of all) are grouped into
-  one segment per run, cut at the feature maps the decoder takes;
+  one segment per run, cut at the feature maps the decoder takes; a run that is a convolution
+  followed by per-channel layers on the image (the ResNet stem) runs as one segment per group of
+  output channels (:mod:`~sodkit.module.channel_split`), so that its backward, the last of the
+  step, when every parameter gradient exists, holds a quarter of its large maps at once;
 - ``stage``: in a ``FeatureDictNet`` body, one segment from one returned feature map to the next
   (other bodies fall back to ``block``);
 - ``timm``: timm's own ``set_grad_checkpointing`` (for measurements only: it counts BatchNorm
@@ -22,6 +25,7 @@ from typing import Literal
 
 from torch import Tensor, nn
 
+from ..module.channel_split import run_split
 from ..module.checkpoint import (
     checkpoint_blocks,
     checkpoint_segment,
@@ -81,7 +85,9 @@ def run_plan(body: nn.ModuleDict, plan: Plan, x: Tensor) -> list[Tensor]:
     feats: list[Tensor] = []
     for names, owner in plan:
         if owner is not None:
-            x = checkpoint_segment(_run_children, body, names, x, owner=owner)
+            split = run_split(owner, x)  # None: not a convolution-led run on the image
+            x = split if split is not None else checkpoint_segment(_run_children, body, names,
+                                                                   x, owner=owner)
         else:
             x = _run_children(body, names, x)
         if names[-1] in body.return_layers:

@@ -102,3 +102,47 @@ class PeakMemory:
             peak = _proc_status_kb("VmHWM") * 1024
         self.peak_bytes = peak
         self.added_bytes = max(peak - self._before, 0)
+
+
+class AllocatedPeak:
+    """``with AllocatedPeak() as peak: step()`` -> ``peak.added_bytes``: the exact peak of the
+    bytes torch's allocator handed out during the block, minus those live when it began.
+
+    The allocator's running total comes from ``torch.profiler``'s allocation events
+    (``profile_memory``), on the CPU as on CUDA, so the figure needs neither
+    ``MALLOC_MMAP_THRESHOLD_`` nor a fresh process and is the same on every run: what
+    :class:`PeakMemory` measures from outside (resident pages), without the allocator's and the
+    libraries' noise. Tests compare steps with it; ``sodkit bench`` keeps reporting what a user
+    observes (:class:`PeakMemory`). Tensors that existed before the block and are freed inside
+    it make ``added_bytes`` smaller, as they would the user's peak.
+    """
+
+    def __init__(self) -> None:
+        self.added_bytes = 0
+
+    def __enter__(self) -> AllocatedPeak:
+        from torch.profiler import ProfilerActivity, profile
+
+        gc.collect()
+        self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        self._profile.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from torch._C._profiler import _EventType
+
+        self._profile.__exit__(*exc)
+        events = list(self._profile.profiler.kineto_results.experimental_event_tree())
+        allocations = []
+        while events:
+            event = events.pop()
+            events.extend(event.children)
+            if event.tag == _EventType.Allocation:
+                allocations.append(event)
+        allocations.sort(key=lambda e: e.start_time_ns)
+        if not allocations:
+            return
+        first = allocations[0].extra_fields
+        start = first.total_allocated - first.alloc_size  # live before the first event
+        peak = max(e.extra_fields.total_allocated for e in allocations)
+        self.added_bytes = max(peak - start, 0)
