@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from sodkit.cli import main
 from sodkit.config import ConfigError, LossCfg, ModelCfg, OptimCfg, RuntimeCfg, load_config
 from sodkit.engine.evaluator import predict_probabilities
 from sodkit.engine.runtime import Runtime
@@ -14,7 +15,7 @@ from sodkit.engine.step import TrainStep
 from sodkit.loss import build_criterion
 from sodkit.network import build_network
 from sodkit.optim import build_optimizer
-from tests.sod_fixtures import write_duts_layout
+from tests.sod_fixtures import tiny_overrides, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -228,3 +229,18 @@ def test_at_scale_one_or_below_a_non_finite_step_is_a_bad_step_and_not_applied()
     assert all(p.grad is None for p in step.model.parameters())
     good = step(_batches())
     assert "nonfinite" not in good.terms and good.terms["skipped"].item() == 0.0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 evaluation runs where CUDA is")
+@pytest.mark.parametrize("command", ["train", "test"])
+def test_fp16_evaluation_without_cuda_is_refused_before_any_work(command, data_root, tmp_path,
+                                                                 capsys) -> None:
+    """eval.precision is first used at the first evaluation, epochs into a run: it is checked
+    with runtime.precision, before a folder is claimed or a checkpoint read."""
+    config = str(ROOT / "configs" / "demo.yaml")
+    args = [command, config, *tiny_overrides(data_root, tmp_path, "fp16"), "eval.precision=fp16"]
+    if command == "test":
+        args += ["--checkpoint", str(tmp_path / "missing.pt")]
+    assert main(args) == 2
+    assert "eval.precision: fp16 needs a CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "fp16").exists()

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
     runtime = Runtime(cfg.runtime)
     try:
+        runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint)
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         if runtime.is_main:

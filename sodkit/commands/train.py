@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     runtime = Runtime(cfg.runtime)
     try:
+        runtime.check_precision(cfg.eval.precision, "eval.precision")
         # read (and vet) the checkpoint before anything is deleted, built or written
         found = CheckpointManager(run_dir / "checkpoints", runtime).load_resume(resume)
         resume, state = found if found is not None else (None, None)

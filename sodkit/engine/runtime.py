@@ -63,8 +63,7 @@ class Runtime:
         if self.world_size > 1 and not dist.is_initialized():
             self._init_process_group()
         self.amp_dtype = _DTYPES[cfg.precision]
-        if cfg.precision == "fp16" and self.device.type != "cuda":
-            raise ConfigError("runtime.precision: fp16 needs a CUDA device; use bf16 or fp32")
+        self.check_precision(cfg.precision, "runtime.precision")
         # the scaler's device type follows the model's (a CPU GradScaler runs the same logic)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision == "fp16")
         self.seed_everything(cfg.seed)
@@ -169,6 +168,12 @@ class Runtime:
     def unwrap(model: nn.Module) -> nn.Module:
         model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
         return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+
+    def check_precision(self, precision: str, key: str) -> None:
+        """Refuse a precision this device cannot run, naming the config key, before any work
+        (``eval.precision`` is otherwise first used at the first evaluation, epochs in)."""
+        if precision == "fp16" and self.device.type != "cuda":
+            raise ConfigError(f"{key}: fp16 needs a CUDA device; use bf16 or fp32")
 
     def autocast(self, precision: str | None = None) -> contextlib.AbstractContextManager:
         """Autocast at ``runtime.precision``, or at ``precision`` (e.g. ``eval.precision``)."""
