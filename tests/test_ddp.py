@@ -102,11 +102,18 @@ def test_checkpoint_holds_every_ranks_state_and_loads_weights_only(ddp_run):
 
 
 def test_two_processes_equal_one_process_with_the_double_batch(ddp_run, data_root, out):
-    """2 x batch 4 with sync_bn == 1 x batch 8: every weight and BatchNorm buffer, 4 steps."""
+    """2 x batch 4 with sync_bn == 1 x batch 8: every weight and BatchNorm buffer, 4 steps.
+
+    Within 5e-5: timm starts each residual block's last BatchNorm scale at 0, and the gradient
+    of such a scale (still ~2e-4 after 4 steps) is a sum whose terms cancel, so its float32
+    round-off depends on the CPU's kernels. On an AVX-512 CPU every tensor agreed within 4.8e-7;
+    on an AVX2-only one the last block's two zero-started tensors ended 2.0e-5 apart and every
+    other within 6e-7. What this test is for shows far above that: with per-rank BatchNorm
+    statistics (sync_bn off) the same two runs ended up to 0.2 apart (running variances)."""
     assert main(["train", CONFIG, *overrides(data_root, out, "single", batch=8)]) == 0
     single, ddp = last(out / "single"), last(ddp_run)
     assert single["step"] == ddp["step"] == 4
-    assert_same_model(ddp["model"], single["model"], atol=1e-5)
+    assert_same_model(ddp["model"], single["model"], atol=5e-5)
 
 
 # the published recipes (their networks, losses, optimizers, schedules); CEL per image here: its

@@ -88,9 +88,4 @@ class EvalGroup:
 def _merged(states: list[dict[str, Any]]) -> SODMetrics:
     from ..metrics import SODMetrics
 
-    merged = SODMetrics()
-    for state in states:
-        part = SODMetrics()
-        part.load_state_dict(state)
-        merged.merge(part)
-    return merged
+    return SODMetrics.from_states(states)

@@ -165,12 +165,7 @@ def _merge_on_main(metrics: SODMetrics, runtime: Runtime) -> SODMetrics:
     states = runtime.gather_to_main(metrics.state_dict())
     if states is None:  # not rank 0: only rank 0 computes and writes
         return metrics
-    merged = SODMetrics()
-    for state in states:
-        part = SODMetrics()
-        part.load_state_dict(state)
-        merged.merge(part)
-    return merged
+    return SODMetrics.from_states(states)
 
 
 def _per_image(metrics: SODMetrics, loader: DataLoader, pred_root: Path | None,

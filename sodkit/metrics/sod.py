@@ -177,6 +177,16 @@ class SODMetrics:
                 "adaptive": records.adaptive, "scalars": records.scalars,
                 "next_index": self._next_index}
 
+    @classmethod
+    def from_states(cls, states: list[dict[str, Any]]) -> SODMetrics:
+        """One accumulator holding the images of every state (e.g. each rank's, gathered)."""
+        merged = cls()
+        for state in states:
+            part = cls()
+            part.load_state_dict(state)
+            merged.merge(part)
+        return merged
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace this accumulator's images by those of ``state``."""
         if state.get("version") != STATE_VERSION:
