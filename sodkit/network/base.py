@@ -66,12 +66,13 @@ def freeze_parameters(net: nn.Module, prefixes: list[str]) -> None:
             close = difflib.get_close_matches(prefix, modules + list(named), n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"model.freeze: {prefix!r} matches no parameter of "
-                              f"{cfg_name(net)}{hint}")
+                              f"{_network_name(net)}{hint}")
         for param in hits:
             param.requires_grad_(False)
 
 
-def cfg_name(net: nn.Module) -> str:
+def _network_name(net: nn.Module) -> str:
+    """How an error names the network: its class and backbone."""
     backbone = getattr(getattr(net, "backbone", None), "name", None)
     return f"{type(net).__name__} ({backbone})" if backbone else type(net).__name__
 
