@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 
 from .errors import DataError
+from .png import decode_grey
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
 
@@ -105,6 +106,9 @@ def _read_raw(path: str | Path) -> np.ndarray:
             encoded = handle.read()  # read once: decoded and searched for EXIF from memory
     except OSError as exc:
         raise DataError(f"cannot read image file {path}: {exc.strerror or exc}") from None
+    array = decode_grey(encoded)  # the usual mask, several times faster than OpenCV
+    if array is not None:
+        return array  # its chunks hold no orientation
     data = np.frombuffer(encoded, dtype=np.uint8)
     array = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
     if array is None:
