@@ -180,11 +180,13 @@ class SODMetrics:
     @classmethod
     def from_states(cls, states: list[dict[str, Any]]) -> SODMetrics:
         """One accumulator holding the images of every state (e.g. each rank's, gathered)."""
-        merged = cls()
+        merged, parts = cls(), []
         for state in states:
             part = cls()
             part.load_state_dict(state)
-            merged.merge(part)
+            parts.append(part._flush())
+            merged._next_index = max(merged._next_index, part._next_index)
+        merged._parts = [Records.concatenate(parts)]  # one copy, not one per merge
         return merged
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

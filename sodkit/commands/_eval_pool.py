@@ -1,0 +1,139 @@
+"""``sodkit eval``'s images measured in worker processes, one run of images per task.
+
+Threads in one process could not keep the cores busy: reading a mask, its histograms and its
+weighted F-measure are each a few dozen numpy / OpenCV calls, and the Python between them holds
+the GIL. On 2 cores, 1000 pairs used 1.4 cores' worth of CPU with threads; worker processes keep
+both busy (benchmarks/RESULTS.md, "eval speed"), and they scale with the cores of larger machines.
+
+Each task reads and measures a run of consecutive images into a ``SODMetrics`` of its own and
+returns its state; records are keyed by dataset index, so the merged states are the records of
+one process, and every number and file is bit for bit the same (tests/test_eval_command.py).
+
+Workers are forked from a fork server that imported the measuring modules once. Forking this
+process instead hangs the child in OpenCV whenever OpenCV's thread pool already ran here (a
+test session, a notebook), and ``spawn`` imports numpy and OpenCV again in every worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Below this many images the fork server's start (about 0.3 s on 2 cores) costs more than the
+# second core gains; the images are then measured in this process.
+MIN_IMAGES = 64
+TASKS_PER_WORKER = 8  # runs per worker and dataset: the last to finish waits less for the others
+MAX_RUN = 32
+
+Pair = tuple[int, str, list[str]]  # dataset index, GT file, one prediction file per method
+
+
+def read_pair(gt_path: str | Path, pred_paths: Sequence[str | Path]) -> tuple[np.ndarray,
+                                                                                list[np.ndarray]]:
+    """The GT and each prediction at the GT's size (uint8; bilinear resize on the uint8 map, as
+    PySODEvalToolkit does)."""
+    import cv2
+
+    from ..imageio import read_mask
+
+    gt = read_mask(gt_path)
+    preds = []
+    for path in pred_paths:
+        pred = read_mask(path)
+        if pred.shape != gt.shape:
+            pred = cv2.resize(pred, gt.shape[::-1], interpolation=cv2.INTER_LINEAR)
+        preds.append(pred)
+    return gt, preds
+
+
+def measure_run(pairs: list[Pair], methods: int) -> list[dict[str, Any]]:
+    """One ``SODMetrics`` state per method for a run of pairs (the worker's task)."""
+    from ..metrics import SODMetrics
+
+    metrics = [SODMetrics(threads=1) for _ in range(methods)]
+    for index, gt_path, pred_paths in pairs:
+        gt, preds = read_pair(gt_path, pred_paths)
+        for metric, pred in zip(metrics, preds, strict=True):
+            metric.update(pred, gt, index=index)
+    return [metric.state_dict() for metric in metrics]
+
+
+def _single_threaded() -> None:
+    """Each worker is one core's worth of work: OpenCV's own threads would oversubscribe."""
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        # Imported once by the server, inherited by every worker it forks.
+        context.set_forkserver_preload([__name__, "sodkit.imageio", "sodkit.metrics"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+def worth_processes(workers: int, images: int, explicit: bool) -> bool:
+    """Whether worker processes should measure ``images`` images: more than one core, and
+    enough images for the workers' start to pay (unless ``--workers`` asked for them)."""
+    return workers > 1 and (explicit or images >= MIN_IMAGES)
+
+
+def runs(count: int, workers: int) -> int:
+    """Images per task for ``count`` images on ``workers`` processes."""
+    return max(1, min(MAX_RUN, -(-count // (workers * TASKS_PER_WORKER))))
+
+
+class MeasurePool:
+    """Worker processes that measure runs of images; started on first use, reused for every
+    dataset of the command.
+
+    Args:
+        workers: processes (each measures one image at a time).
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def measure(self, pairs: list[Pair], methods: int,
+                done: Callable[[int], None]) -> list[list[dict[str, Any]]]:
+        """Every pair measured; per task, one state per method (in the order of ``pairs``).
+
+        Args:
+            pairs: (index, GT file, prediction files) per image.
+            methods: predictions per pair.
+            done: called with the number of images of each finished task (a progress bar).
+
+        Raises:
+            The first task's error (a file that does not decode: a ``DataError``).
+        """
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=_context(),
+                                             initializer=_single_threaded)
+        size = runs(len(pairs), self.workers)
+        starts = range(0, len(pairs), size)
+        futures = [self._pool.submit(measure_run, pairs[start:start + size], methods)
+                   for start in starts]
+        sizes = {future: len(pairs[start:start + size])
+                 for future, start in zip(futures, starts, strict=True)}
+        try:
+            for future in as_completed(futures):
+                future.result()  # the first failure ends the wait
+                done(sizes[future])
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return [future.result() for future in futures]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None

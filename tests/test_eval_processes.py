@@ -1,0 +1,87 @@
+"""``sodkit eval`` measured by worker processes: the same files, byte for byte, as one process,
+and a bad file still ends the command with one line naming it."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from sodkit.cli import main
+from sodkit.commands._eval_pool import MIN_IMAGES, runs, worth_processes
+from sodkit.metrics.testing import realistic_pair
+
+WRITTEN = ("results.json", "results_per_image.csv", "curves.json", "results.md")
+
+
+def _write(path: Path, image: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    assert cv2.imwrite(str(path), image)
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory) -> Path:
+    """Two datasets (37 and 30 images of mixed sizes) and two methods, one at another size."""
+    root = tmp_path_factory.mktemp("eval_processes")
+    rng = np.random.default_rng(11)
+    for dataset, count in (("D1", 37), ("D2", 30)):
+        for i in range(count):
+            h, w = (48, 64) if i % 3 else (41, 39)
+            pred, gt = realistic_pair(rng, h, w)
+            _write(root / "gt" / dataset / f"{i:03d}.png", gt)
+            _write(root / "a" / dataset / f"{i:03d}.png", pred)
+            _write(root / "b" / dataset / f"{i:03d}.png",
+                   cv2.resize(pred, (w // 2, h // 2 + 1), interpolation=cv2.INTER_AREA))
+    return root
+
+
+def _eval(root: Path, out: Path, *extra: str) -> int:
+    return main(["eval", "--gt", f"D1={root / 'gt' / 'D1'}", "--gt", f"D2={root / 'gt' / 'D2'}",
+                 "--pred", f"a={root / 'a'}", "--pred", f"b={root / 'b'}", "--out", str(out),
+                 *extra])
+
+
+def test_worker_processes_write_the_files_of_one_process(datasets, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="sodkit")
+    assert _eval(datasets, tmp_path / "one", "--workers", "1") == 0
+    assert "worker processes" not in caplog.text
+    for workers in ("2", "3"):
+        caplog.clear()
+        assert _eval(datasets, tmp_path / workers, "--workers", workers) == 0
+        assert f"37 images measured with {workers} worker processes" in caplog.text
+        for dataset in ("D1", "D2"):
+            for name in WRITTEN:
+                ours = (tmp_path / workers / dataset / name).read_bytes()
+                assert ours == (tmp_path / "one" / dataset / name).read_bytes(), (workers, name)
+
+
+def test_a_file_that_does_not_decode_ends_the_command_with_its_name(datasets, tmp_path, capsys):
+    broken = tmp_path / "broken"
+    for source in (datasets / "a").rglob("*.png"):
+        target = broken / source.relative_to(datasets / "a")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+    (broken / "D2" / "017.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(40))
+    code = main(["eval", "--gt", f"D1={datasets / 'gt' / 'D1'}", "--gt",
+                 f"D2={datasets / 'gt' / 'D2'}", "--pred", f"a={broken}", "--out",
+                 str(tmp_path / "out"), "--workers", "2"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "017.png" in err and "Traceback" not in err
+
+
+def test_processes_only_where_they_pay():
+    assert not worth_processes(1, 10_000, explicit=False)
+    assert not worth_processes(1, 10_000, explicit=True)
+    assert not worth_processes(2, MIN_IMAGES - 1, explicit=False)
+    assert worth_processes(2, MIN_IMAGES, explicit=False)
+    assert worth_processes(2, 3, explicit=True)
+
+
+def test_runs_split_the_images_into_several_tasks_per_worker():
+    assert runs(1000, 2) == 32  # capped: the last task ends soon after the others
+    assert runs(40, 2) == 3
+    assert runs(1, 8) == 1
