@@ -15,6 +15,8 @@ per-round times and of the per-round ratios. Every run's results are compared wi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import os
 import platform
@@ -68,13 +70,30 @@ def write_pairs(root: Path, count: int) -> None:
             cv2.imwrite(str(root / folder / f"{i:05d}.png"), image)
 
 
+def adopt_orphans() -> None:
+    """Become the parent of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``):
+    ``sodkit eval``'s fork server outlives it by a moment and is waited for by no one, so
+    without this its CPU time and its workers' would be missing from the CPU column."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def reap_orphans() -> None:
+    """Wait for every adopted descendant, so that its CPU time enters RUSAGE_CHILDREN."""
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            os.waitpid(-1, 0)
+
+
 def timed(command: list[str]) -> dict:
-    """Wall and CPU seconds (user + system, children included) of one fresh process."""
+    """Wall and CPU seconds (user + system, every descendant included) of one fresh process.
+    The wall time ends when the command exits; CPU is read once its descendants are gone."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
+    reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     found = MEASURED.search(done.stderr)
@@ -150,6 +169,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
+    adopt_orphans()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_pairs(root, args.pairs)

@@ -1,3 +1,3 @@
-from sodkit.cli import main
+from sodkit.cli import console_main
 
-raise SystemExit(main())
+raise SystemExit(console_main())

@@ -17,6 +17,7 @@ test session, a notebook), and ``spawn`` imports numpy and OpenCV again in every
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -71,12 +72,36 @@ def _single_threaded() -> None:
 
 
 def _context() -> multiprocessing.context.BaseContext:
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    if worker_context_is_forkserver():
         context = multiprocessing.get_context("forkserver")
         # Imported once by the server, inherited by every worker it forks.
         context.set_forkserver_preload([__name__, "sodkit.imageio", "sodkit.metrics"])
         return context
     return multiprocessing.get_context("spawn")
+
+
+def start_fork_server(gt_folders: Sequence[Path], workers: int, explicit: bool) -> None:
+    """Boot the fork server now when worker processes are likely to be used: it imports numpy,
+    OpenCV and the metrics (about 0.3 s) while this process lists and pairs the files, instead
+    of after. The file count is an estimate (folder entries); a wrong guess costs the server's
+    start on an idle core."""
+    if not worker_context_is_forkserver() or workers < 2:
+        return
+    entries = 0
+    for folder in gt_folders:
+        try:
+            entries += sum(1 for _ in os.scandir(folder))
+        except OSError:
+            return  # plan() reports the folder
+    if worth_processes(workers, entries, explicit):
+        from multiprocessing import forkserver
+
+        _context()
+        forkserver.ensure_running()
+
+
+def worker_context_is_forkserver() -> bool:
+    return "forkserver" in multiprocessing.get_all_start_methods()
 
 
 def worth_processes(workers: int, images: int, explicit: bool) -> bool:
