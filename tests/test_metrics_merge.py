@@ -153,3 +153,22 @@ def test_a_failing_image_fails_compute(dataset, monkeypatch):
             metrics.update(pred, gt)
         with pytest.raises(RuntimeError, match="boom"):
             metrics.compute()
+
+
+def test_per_image_after_compute_equals_per_image_alone(dataset):
+    """compute() keeps the per-image scores of its pass; they are those of a fresh pass, and an
+    image added afterwards is in the next per_image()."""
+    first, rest = dataset[:-1], dataset[-1]
+    metrics = SODMetrics()
+    for pred, gt in first:
+        metrics.update(pred, gt)
+    metrics.compute()
+    shared = metrics.per_image()
+    alone = SODMetrics.from_states([metrics.state_dict()]).per_image()
+    assert shared.keys() == alone.keys()
+    for key in shared:
+        np.testing.assert_array_equal(shared[key], alone[key])
+    shared["MAE"][:] = -1  # a copy: the kept scores are not the caller's
+    assert (metrics.per_image()["MAE"] >= 0).all()
+    metrics.update(*rest)
+    assert len(metrics.per_image()["index"]) == len(dataset)

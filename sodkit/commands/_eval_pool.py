@@ -21,9 +21,10 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 # Below this many images the fork server's start (about 0.3 s on 2 cores) costs more than the
 # second core gains; the images are then measured in this process.

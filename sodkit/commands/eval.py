@@ -368,12 +368,13 @@ def _measure_pool(args: argparse.Namespace, jobs: list[Job],
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.publish import check_table_outputs
-    from ._eval_group import EvalGroup
     from ._eval_pool import start_fork_server
 
     start_fork_server([folder for _, folder in (_split(spec, "gt") for spec in args.gt)],
-                      _workers(args), explicit=args.workers is not None)
+                      _workers(args), explicit=args.workers is not None)  # first: it boots
+    from ..report.publish import check_table_outputs
+    from ._eval_group import EvalGroup
+
     jobs, inputs = plan(args)  # every rank alike: the same refusals end every rank
     check_table_outputs(args, inputs)
     group = EvalGroup()

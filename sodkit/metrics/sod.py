@@ -18,7 +18,7 @@ import numpy as np
 from .parallel import WeightedFQueue, pairs_of
 from .prepare import as_index_list, as_uint8_batch, is_tensor
 from .records import SCALARS, Records, measure_batch
-from .results import per_image, summarize
+from .results import per_image, summarize_with_per_image
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ class SODMetrics:
         self._pending_count = 0
         self._next_index = 0
         self._queue: WeightedFQueue | None = None  # while images are being measured
+        self._per_image: tuple[Records, dict[str, np.ndarray]] | None = None  # of compute()
 
     def __len__(self) -> int:
         return sum(len(p) for p in self._parts) + self._pending_count
@@ -158,17 +159,24 @@ class SODMetrics:
         """Every metric of the images so far (see ``sodkit.metrics.METRIC_KEYS``, python floats)
         and the curves (``*_curve``, 256 float64 values, threshold 255 first)."""
         records = self._flush()
+        self._per_image = None
         nan = np.isnan(records.scalars[:, 1])
         if nan.any():
             logger.warning("S-measure is NaN for %d image(s) (indices %s): their GT centroid lies "
                            "on the last row or column; PySODMetrics gives NaN too",
                            int(nan.sum()), records.index[nan][:10].tolist())
-        return summarize(records)
+        result, scores = summarize_with_per_image(records)
+        self._per_image = (records, scores)  # small: a few floats per image
+        return result
 
     def per_image(self) -> dict[str, np.ndarray]:
         """Each image's own MAE, S, wF, max / adaptive F and E, with its dataset ``index``
-        (arrays in index order; see :func:`sodkit.metrics.results.per_image`)."""
-        return per_image(self._flush())
+        (arrays in index order; see :func:`sodkit.metrics.results.per_image`). After
+        :meth:`compute` with no image added since, they come from the same pass."""
+        records = self._flush()
+        if self._per_image is not None and self._per_image[0] is records:
+            return {key: value.copy() for key, value in self._per_image[1].items()}
+        return per_image(records)
 
     def state_dict(self) -> dict[str, Any]:
         """Picklable state (numpy arrays and ints), e.g. for ``all_gather_object``."""
