@@ -4,6 +4,8 @@ and a bad file still ends the command with one line naming it."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import cv2
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.commands._eval_pool import MIN_IMAGES, runs, worth_processes
+from sodkit.commands._eval_pool import MIN_IMAGES, fork_is_safe, runs, worth_processes
 from sodkit.metrics.testing import realistic_pair
 
 WRITTEN = ("results.json", "results_per_image.csv", "curves.json", "results.md")
@@ -85,3 +87,26 @@ def test_runs_split_the_images_into_several_tasks_per_worker():
     assert runs(1000, 2) == 32  # capped: the last task ends soon after the others
     assert runs(40, 2) == 3
     assert runs(1, 8) == 1
+
+
+def test_the_command_forks_its_workers_and_writes_the_same_files(datasets, tmp_path):
+    """``python -m sodkit eval`` forks its workers from itself (nothing ran OpenCV's thread pool
+    there); in this test process, where it has run, forking is refused (the fork server)."""
+    assert not fork_is_safe()
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import sodkit.cli as cli; cli._STARTED_BY_COMMAND = True; "
+         "from sodkit.commands._eval_pool import fork_is_safe; print(fork_is_safe())"],
+        capture_output=True, text=True, timeout=60)
+    assert fresh.stdout.strip() == "True", fresh.stderr
+    assert _eval(datasets, tmp_path / "one", "--workers", "1") == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "sodkit", "eval", "--gt", f"D1={datasets / 'gt' / 'D1'}",
+         "--gt", f"D2={datasets / 'gt' / 'D2'}", "--pred", f"a={datasets / 'a'}",
+         "--pred", f"b={datasets / 'b'}", "--out", str(tmp_path / "command"), "--workers", "2"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "37 images measured with 2 worker processes" in done.stderr
+    for dataset in ("D1", "D2"):
+        for name in WRITTEN:
+            assert ((tmp_path / "command" / dataset / name).read_bytes()
+                    == (tmp_path / "one" / dataset / name).read_bytes()), name

@@ -9,8 +9,9 @@ Each task reads and measures a run of consecutive images into a ``SODMetrics`` o
 returns its state; records are keyed by dataset index, so the merged states are the records of
 one process, and every number and file is bit for bit the same (tests/test_eval_command.py).
 
-Workers are forked from a fork server that imported the measuring modules once. Forking this
-process instead hangs the child in OpenCV whenever OpenCV's thread pool already ran here (a
+In a process the ``sodkit`` command started, workers are forked from it before any thread
+starts. Elsewhere they come from a fork server that imported the measuring modules once: a
+fork hangs the child inside OpenCV whenever OpenCV's thread pool already ran in the parent (a
 test session, a notebook), and ``spawn`` imports numpy and OpenCV again in every worker.
 """
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -72,13 +75,30 @@ def _single_threaded() -> None:
     cv2.setNumThreads(1)
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context(fork: bool) -> multiprocessing.context.BaseContext:
+    if fork:
+        return multiprocessing.get_context("fork")
     if worker_context_is_forkserver():
         context = multiprocessing.get_context("forkserver")
         # Imported once by the server, inherited by every worker it forks.
         context.set_forkserver_preload([__name__, "sodkit.imageio", "sodkit.metrics"])
         return context
     return multiprocessing.get_context("spawn")
+
+
+def fork_is_safe() -> bool:
+    """Whether workers may be forked from this process itself, which saves the fork server's
+    start (its imports: about 0.35 s of CPU, and the workers begin that much later).
+
+    Only in a process the ``sodkit`` command started (before ``sodkit eval`` runs, nothing in it
+    has used OpenCV's thread pool, whose threads a forked child would wait for forever), while
+    no other thread runs and torch is not imported (its thread pools; a gloo group under
+    torchrun). Anywhere else (tests, notebooks, torchrun) the fork server is used.
+    """
+    from ..cli import started_by_command
+
+    return (started_by_command() and "fork" in multiprocessing.get_all_start_methods()
+            and threading.active_count() == 1 and "torch" not in sys.modules)
 
 
 def start_fork_server(gt_folders: Sequence[Path], workers: int, explicit: bool) -> None:
@@ -97,7 +117,7 @@ def start_fork_server(gt_folders: Sequence[Path], workers: int, explicit: bool) 
     if worth_processes(workers, entries, explicit):
         from multiprocessing import forkserver
 
-        _context()
+        _context(fork=False)
         forkserver.ensure_running()
 
 
@@ -117,16 +137,26 @@ def runs(count: int, workers: int) -> int:
 
 
 class MeasurePool:
-    """Worker processes that measure runs of images; started on first use, reused for every
-    dataset of the command.
+    """Worker processes that measure runs of images, reused for every dataset of the command.
 
     Args:
         workers: processes (each measures one image at a time).
+        fork: fork them from this process now (see :func:`fork_is_safe`); otherwise they come
+            from the fork server when the first images are submitted.
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, fork: bool = False) -> None:
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        if fork:
+            from .. import metrics  # noqa: F401  (loaded once here, shared by every worker)
+
+            self._pool = self._executor(fork=True)
+            self._pool.submit(int).result()  # forks every worker now, before any thread starts
+
+    def _executor(self, fork: bool) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self.workers, mp_context=_context(fork),
+                                   initializer=_single_threaded)
 
     def measure(self, pairs: list[Pair], methods: int,
                 done: Callable[[int], None]) -> list[list[dict[str, Any]]]:
@@ -141,8 +171,7 @@ class MeasurePool:
             The first task's error (a file that does not decode: a ``DataError``).
         """
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=_context(),
-                                             initializer=_single_threaded)
+            self._pool = self._executor(fork=False)
         size = runs(len(pairs), self.workers)
         starts = range(0, len(pairs), size)
         futures = [self._pool.submit(measure_run, pairs[start:start + size], methods)

@@ -353,32 +353,35 @@ def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
     logger.info("results written to %s", args.out)
 
 
-def _measure_pool(args: argparse.Namespace, jobs: list[Job],
-                  group: EvalGroup) -> MeasurePool | None:
+def _measure_pool(args: argparse.Namespace, jobs: list[Job], group: EvalGroup,
+                  fork: bool) -> MeasurePool | None:
     """Worker processes for this rank's images: one per core (``--workers``), unless there is
     one core, or too few images for the workers' start to pay (an explicit ``--workers``
     always gets them)."""
-    from ._eval_pool import MeasurePool, worth_processes
+    from ._eval_pool import MeasurePool, fork_is_safe, worth_processes
 
     workers = _workers(args)
     images = sum(len(group.shard(len(job.gts))) for job in jobs)
     if not worth_processes(workers, images, explicit=args.workers is not None):
         return None
-    return MeasurePool(workers)
+    return MeasurePool(workers, fork=fork and fork_is_safe())
 
 
 def run(args: argparse.Namespace) -> int:
-    from ._eval_pool import start_fork_server
+    from ..engine.launcher import detect_dist_env
+    from ._eval_pool import fork_is_safe, start_fork_server
 
-    start_fork_server([folder for _, folder in (_split(spec, "gt") for spec in args.gt)],
-                      _workers(args), explicit=args.workers is not None)  # first: it boots
+    fork = fork_is_safe() and detect_dist_env().world_size == 1  # torchrun imports torch
+    if not fork:
+        start_fork_server([folder for _, folder in (_split(spec, "gt") for spec in args.gt)],
+                          _workers(args), explicit=args.workers is not None)  # first: it boots
     from ..report.publish import check_table_outputs
     from ._eval_group import EvalGroup
 
     jobs, inputs = plan(args)  # every rank alike: the same refusals end every rank
     check_table_outputs(args, inputs)
     group = EvalGroup()
-    pool = _measure_pool(args, jobs, group)
+    pool = _measure_pool(args, jobs, group, fork)  # before any thread: the workers may fork
     preload = _preload_plotting() if group.is_main else None
     try:
         _claim(Path(args.out), group, args.force)
