@@ -188,7 +188,8 @@ class MeasurePool:
             raise
         return [future.result() for future in futures]
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers: queued images are dropped; ``wait`` for their current ones."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
             self._pool = None

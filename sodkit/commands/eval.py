@@ -383,15 +383,20 @@ def run(args: argparse.Namespace) -> int:
     group = EvalGroup()
     pool = _measure_pool(args, jobs, group, fork)  # before any thread: the workers may fork
     preload = _preload_plotting() if group.is_main else None
+    failed = True
     try:
         _claim(Path(args.out), group, args.force)
         tables = [_write_job(job, group, _workers(args), pool) for job in jobs]
         if group.is_main:
             _write_summary(jobs, tables, args)
+        failed = False
     finally:
+        # A failure is reported at once: under torchrun the launcher stops this rank as soon
+        # as another one has ended, so no waiting here for matplotlib's import (a daemon
+        # thread) or for the workers' current images.
         if pool is not None:
-            pool.close()
-        if preload is not None:
+            pool.close(wait=not failed)
+        if preload is not None and not failed:
             preload.join()
         group.close()
     return 0
