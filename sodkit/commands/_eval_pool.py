@@ -93,11 +93,12 @@ def fork_is_safe() -> bool:
     Only in a process the ``sodkit`` command started (before ``sodkit eval`` runs, nothing in it
     has used OpenCV's thread pool, whose threads a forked child would wait for forever), while
     no other thread runs and torch is not imported (its thread pools; a gloo group under
-    torchrun). Anywhere else (tests, notebooks, torchrun) the fork server is used.
+    torchrun), and on Linux (macOS system libraries are not fork-safe). Anywhere else (tests,
+    notebooks, torchrun) the fork server is used.
     """
     from ..cli import started_by_command
 
-    return (started_by_command() and "fork" in multiprocessing.get_all_start_methods()
+    return (started_by_command() and sys.platform.startswith("linux")  # macOS: fork-unsafe
             and threading.active_count() == 1 and "torch" not in sys.modules)
 
 
