@@ -4,6 +4,8 @@ and a bad file still ends the command with one line naming it."""
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +112,29 @@ def test_the_command_forks_its_workers_and_writes_the_same_files(datasets, tmp_p
         for name in WRITTEN:
             assert ((tmp_path / "command" / dataset / name).read_bytes()
                     == (tmp_path / "one" / dataset / name).read_bytes()), name
+
+
+def test_a_worker_that_dies_ends_the_command_in_one_line(tmp_path):
+    """A worker killed mid-run (the system's OOM killer, say) ends ``sodkit eval`` with exit
+    code 2 and one line that says what to do, not a pool's traceback or a hang."""
+    pred, gt = realistic_pair(np.random.default_rng(2), 320, 320)
+    for folder, image in (("gt", gt), ("pred", pred)):
+        _write(tmp_path / folder / "000.png", image)
+        data = (tmp_path / folder / "000.png").read_bytes()
+        for i in range(1, 1500):
+            (tmp_path / folder / f"{i:03d}.png").write_bytes(data)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sodkit", "eval", "--gt", str(tmp_path / "gt"), "--pred",
+         f"m={tmp_path / 'pred'}", "--out", str(tmp_path / "out"), "--workers", "2"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "images, methods" in line:  # the workers are running
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            os.kill(int(children[0]), signal.SIGKILL)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 2, "".join(lines) + rest
+    assert "sodkit eval: error: a worker process of sodkit eval died" in rest
+    assert "Traceback" not in rest

@@ -23,8 +23,11 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -174,15 +177,17 @@ class MeasurePool:
         if self._pool is None:
             self._pool = self._executor(fork=False)
         size = runs(len(pairs), self.workers)
-        starts = range(0, len(pairs), size)
-        futures = [self._pool.submit(measure_run, pairs[start:start + size], methods)
-                   for start in starts]
-        sizes = {future: len(pairs[start:start + size])
-                 for future, start in zip(futures, starts, strict=True)}
+        futures = {}
         try:
+            for start in range(0, len(pairs), size):
+                run = pairs[start:start + size]
+                futures[self._pool.submit(measure_run, run, methods)] = len(run)
             for future in as_completed(futures):
                 future.result()  # the first failure ends the wait
-                done(sizes[future])
+                done(futures[future])
+        except BrokenProcessPool:
+            raise UserError("a worker process of sodkit eval died (killed, or out of memory?); "
+                            "--workers 1 measures in the command's own process") from None
         except BaseException:
             for future in futures:
                 future.cancel()
