@@ -322,3 +322,26 @@ def test_a_missing_peer_ends_the_job_after_the_timeout(data_root, out):
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "rank 0 of 2" in proc.stderr and "1/2 clients joined" in proc.stderr
+
+
+def test_a_training_step_asks_the_host_once(data_root, out):
+    """Per optimizer step, away from logging and epoch ends, each rank makes one collective from
+    Python (the stop / save agreement, on the gloo group's host tensors) and reads one value
+    of a model tensor (the finite-gradient guard, the step's one device sync on a GPU). DDP's
+    gradient all-reduce runs in C++ and is not counted; the data pipeline's reads are of CPU
+    tensors in the loader (counted here only because num_workers=0 runs it in the process)."""
+    counts = out / "sync_counts.json"
+    proc = torchrun(str(ROOT / "tests" / "sync_count_entry.py"), str(counts), "train", CONFIG,
+                    *overrides(data_root, out, "sync_counts", batch=2),
+                    "train.log_every=1000", "runtime.sync_bn=false")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for rank in (0, 1):
+        steps = json.loads(Path(f"{counts}.{rank}").read_text())
+        assert len(steps) == 8  # 16 images, 2 per rank and step, 2 epochs
+        for number in (2, 3, 5, 6, 7):  # not step 1 (it logs) or an epoch's last (it saves)
+            step = steps[number - 1]
+            reads = sorted(r for r in step["reads"] if " from data/" not in r)
+            assert step["collectives"] == ["all_reduce from engine/runtime.py:any_rank"], \
+                (rank, number, step["collectives"])
+            assert reads == ["__bool__ from engine/step.py:_gradients_finite",
+                             "tolist from engine/runtime.py:any_rank"], (rank, number, reads)
