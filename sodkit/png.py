@@ -39,8 +39,7 @@ def decode_grey(data: bytes) -> np.ndarray | None:
     parsed = _parse(data)
     if parsed is None:
         return None
-    ihdr, stream = parsed
-    width, height = struct.unpack(">II", ihdr[:8])  # PNG: width first
+    ihdr, width, height, stream = parsed
     try:
         raw = _zlib.decompress(stream)
     except _zlib.error:
@@ -56,8 +55,9 @@ def decode_grey(data: bytes) -> np.ndarray | None:
     return _decode_stored(ihdr, raw)
 
 
-def _parse(data: bytes) -> tuple[bytes, bytes] | None:
-    """(IHDR payload, concatenated IDAT payloads) of a plain 8-bit grey PNG, else None."""
+def _parse(data: bytes) -> tuple[bytes, int, int, bytes] | None:
+    """(IHDR payload, width, height, concatenated IDAT payloads) of a plain 8-bit grey PNG,
+    else None."""
     if not data.startswith(SIGNATURE):
         return None
     position, ihdr, idat = len(SIGNATURE), None, []
@@ -90,7 +90,7 @@ def _parse(data: bytes) -> tuple[bytes, bytes] | None:
         return None
     if width == 0 or height == 0 or width * height > _MAX_PIXEL_SUM // 255:
         return None
-    return ihdr, b"".join(idat)
+    return ihdr, width, height, b"".join(idat)
 
 
 def _row_sums(pixels: np.ndarray) -> np.ndarray:
@@ -139,7 +139,7 @@ def _decode_stored(ihdr: bytes, raw: bytes) -> np.ndarray | None:
 
     def chunk(typed: bytes) -> bytes:
         return ((len(typed) - 4).to_bytes(4, "big") + typed
-                + (_zlib.crc32(typed) & 0xFFFFFFFF).to_bytes(4, "big"))
+                + _zlib.crc32(typed).to_bytes(4, "big"))
 
     png = SIGNATURE + chunk(b"IHDR" + ihdr) + chunk(stream) + chunk(b"IEND")
     return cv2.imdecode(np.frombuffer(png, dtype=np.uint8), cv2.IMREAD_UNCHANGED)

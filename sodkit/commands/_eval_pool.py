@@ -135,6 +135,14 @@ def worth_processes(workers: int, images: int, explicit: bool) -> bool:
     return workers > 1 and (explicit or images >= MIN_IMAGES)
 
 
+def measure_pool(workers: int, images: int, explicit: bool, fork: bool) -> MeasurePool | None:
+    """Worker processes for ``images`` images (``None``: measure in this process), forked from
+    this process when ``fork`` and :func:`fork_is_safe` still hold."""
+    if not worth_processes(workers, images, explicit):
+        return None
+    return MeasurePool(workers, fork=fork and fork_is_safe())
+
+
 def runs(count: int, workers: int) -> int:
     """Images per task for ``count`` images on ``workers`` processes."""
     return max(1, min(MAX_RUN, -(-count // (workers * TASKS_PER_WORKER))))

@@ -127,9 +127,13 @@ def _methods(args: argparse.Namespace) -> list[Method]:
     return methods
 
 
+def _gt_folders(args: argparse.Namespace) -> list[Path]:
+    return [folder for _, folder in (_split(spec, "gt") for spec in args.gt)]
+
+
 def input_folders(args: argparse.Namespace, methods: list[Method]) -> list[Path]:
     """Every folder eval reads: GT folders and each method's prediction folders."""
-    folders = [folder for _, folder in (_split(spec, "gt") for spec in args.gt)]
+    folders = _gt_folders(args)
     for method in methods:
         folders += [method.naming.folder, *(n.folder for n in method.datasets.values())]
     return folders
@@ -233,29 +237,15 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
         return metrics
 
 
-def _absolute(paths: Iterable[Path]) -> list[str]:
-    """``str(path.resolve())`` of each file, each folder resolved once (a file that is itself a
-    link is resolved on its own): resolving 2,000 files one by one took 0.1 s."""
-    folders: dict[Path, Path] = {}
-    resolved = []
-    for path in paths:
-        if path.is_symlink():
-            resolved.append(str(path.resolve()))
-            continue
-        if path.parent not in folders:
-            folders[path.parent] = path.parent.resolve()
-        resolved.append(str(folders[path.parent] / path.name))
-    return resolved
-
-
 def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, str]]:
+    from ..paths import resolved_files
     from ..report import per_image_rows
 
     stems = sorted(job.gts)
-    gts = _absolute(job.gts[stem] for stem in stems)
+    gts = resolved_files(job.gts[stem] for stem in stems)
     rows = []
     for method, metric in metrics.items():
-        preds = _absolute(job.preds[method][stem] for stem in stems)
+        preds = resolved_files(job.preds[method][stem] for stem in stems)
         files = [(stem, "", gt, pred) for stem, gt, pred in zip(stems, gts, preds, strict=True)]
         rows += per_image_rows(job.name, method, metric.per_image(), files)
     return rows
@@ -276,10 +266,10 @@ def _measure_shard(job: Job, group: EvalGroup, workers: int,
     if group.is_main:
         shards = (f" by {group.world_size} processes ({' + '.join(map(str, counts))})"
                   if group.world_size > 1 else "")
-        workers = f" with {pool.workers} worker processes each" if pool is not None else ""
+        each = " each" if shards else ""
+        workers = f" with {pool.workers} worker processes{each}" if pool is not None else ""
         logger.info("%s: %d images measured%s%s in %.2f s", job.name, len(job.gts), shards,
-                    workers if shards else workers.replace(" each", ""),
-                    time.perf_counter() - start)
+                    workers, time.perf_counter() - start)
     return merged
 
 
@@ -353,35 +343,23 @@ def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
     logger.info("results written to %s", args.out)
 
 
-def _measure_pool(args: argparse.Namespace, jobs: list[Job], group: EvalGroup,
-                  fork: bool) -> MeasurePool | None:
-    """Worker processes for this rank's images: one per core (``--workers``), unless there is
-    one core, or too few images for the workers' start to pay (an explicit ``--workers``
-    always gets them)."""
-    from ._eval_pool import MeasurePool, fork_is_safe, worth_processes
-
-    workers = _workers(args)
-    images = sum(len(group.shard(len(job.gts))) for job in jobs)
-    if not worth_processes(workers, images, explicit=args.workers is not None):
-        return None
-    return MeasurePool(workers, fork=fork and fork_is_safe())
-
-
 def run(args: argparse.Namespace) -> int:
     from ..engine.launcher import detect_dist_env
-    from ._eval_pool import fork_is_safe, start_fork_server
+    from ._eval_pool import fork_is_safe, measure_pool, start_fork_server
 
     fork = fork_is_safe() and detect_dist_env().world_size == 1  # torchrun imports torch
     if not fork:
-        start_fork_server([folder for _, folder in (_split(spec, "gt") for spec in args.gt)],
-                          _workers(args), explicit=args.workers is not None)  # first: it boots
+        start_fork_server(_gt_folders(args), _workers(args),
+                          explicit=args.workers is not None)  # first: it boots
     from ..report.publish import check_table_outputs
     from ._eval_group import EvalGroup
 
     jobs, inputs = plan(args)  # every rank alike: the same refusals end every rank
     check_table_outputs(args, inputs)
     group = EvalGroup()
-    pool = _measure_pool(args, jobs, group, fork)  # before any thread: the workers may fork
+    images = sum(len(group.shard(len(job.gts))) for job in jobs)  # this rank's
+    pool = measure_pool(_workers(args), images, explicit=args.workers is not None,
+                        fork=fork)  # before any thread starts: the workers may be forked
     preload = _preload_plotting() if group.is_main else None
     failed = True
     try:

@@ -159,7 +159,6 @@ class SODMetrics:
         """Every metric of the images so far (see ``sodkit.metrics.METRIC_KEYS``, python floats)
         and the curves (``*_curve``, 256 float64 values, threshold 255 first)."""
         records = self._flush()
-        self._per_image = None
         nan = np.isnan(records.scalars[:, 1])
         if nan.any():
             logger.warning("S-measure is NaN for %d image(s) (indices %s): their GT centroid lies "
