@@ -15,12 +15,18 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+import sodkit
 from sodkit.cli import main
 from sodkit.engine.step import TrainStep
+
+# Paths are named relative to the package, whatever the checkout's folder is called (a clone
+# into a folder named ``sodkit`` has ``.../sodkit/sodkit/engine/...``).
+PACKAGE = Path(sodkit.__file__).resolve().parent
 
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce",
                "gather", "scatter", "barrier", "all_gather_object", "gather_object",
@@ -35,8 +41,9 @@ def _caller() -> str:
     """The innermost function of sodkit's own code on the stack (``engine/runtime.py:any_rank``):
     what asked."""
     for frame in reversed(traceback.extract_stack()[:-2]):  # not this function, not the wrapper
-        if "/sodkit/" in frame.filename:
-            return f"{frame.filename.split('/sodkit/')[-1]}:{frame.name}"
+        path = Path(frame.filename).resolve()
+        if path.is_relative_to(PACKAGE):
+            return f"{path.relative_to(PACKAGE).as_posix()}:{frame.name}"
     return "?"
 
 

@@ -35,10 +35,55 @@ def _steps(model: torch.nn.Module, steps: int = 1) -> torch.Tensor:
     return loss.detach()
 
 
-def _max_grad_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
-    diffs = [(pa.grad - pb.grad).abs().max().item()
-             for pa, pb in zip(a.parameters(), b.parameters(), strict=True)]
-    return max(diffs)
+class ImageConvSums:
+    """For each convolution that reads the image (its input needs no gradient: the only kind
+    that ``channel_split`` computes per output-channel group), the sum of the absolute values
+    of the products that make each element of its weight gradient: ``conv2d_weight(|x|, |dy|)``.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.sums: dict[str, tuple[torch.Tensor, int]] = {}  # weight name -> (sums, terms)
+        for name, module in model.named_modules():
+            if isinstance(module, torch.nn.Conv2d):
+                module.register_forward_hook(self._hook(f"{name}.weight"))
+
+    def _hook(self, key: str):
+        def forward(module: torch.nn.Conv2d, inputs: tuple, output: torch.Tensor) -> None:
+            (x,) = inputs
+            if x.requires_grad or not output.requires_grad:
+                return
+
+            def backward(dy: torch.Tensor) -> None:
+                sums = torch.nn.grad.conv2d_weight(
+                    x.double().abs(), module.weight.shape, dy.double().abs(), module.stride,
+                    module.padding, module.dilation)
+                self.sums[key] = sums, dy.shape[0] * dy.shape[2] * dy.shape[3]
+            output.register_hook(backward)
+        return forward
+
+
+def _assert_gradients_equal(plain: torch.nn.Module, ckpt: torch.nn.Module,
+                            sums: dict[str, tuple[torch.Tensor, int]], where: object) -> None:
+    """Every gradient bit for bit, except an image convolution's weight gradient.
+
+    That one (the ResNet stem's, split into channel groups by ``module/channel_split.py``) is
+    the same K = batch x output pixels products summed by a kernel that oneDNN picks for the
+    group's width, so the order of the float32 additions may differ (it does on AVX-512 CPUs,
+    not on AVX2). Each order is within gamma_K = K u / (1 - K u) times the sum of the terms'
+    absolute values of the exact sum (Higham, Accuracy and Stability, 3.1; u = 2^-24, products
+    included), so the two are within twice that: the bound is derived, not tuned. The inputs
+    of that sum (the image and the convolution's output gradient) are bit for bit equal, or
+    the bound would not hold.
+    """
+    for (key, a), b in zip(plain.named_parameters(), ckpt.parameters(), strict=True):
+        if torch.equal(a.grad, b.grad):
+            continue
+        assert key in sums, (where, key, "differs and is not an image convolution's weight")
+        abs_sum, k = sums[key]
+        u = 2.0 ** -24
+        bound = 2 * (k * u / (1 - k * u)) * abs_sum
+        excess = (a.grad.double() - b.grad.double()).abs() - bound
+        assert excess.max().item() <= 0, (where, key, excess.max().item())
 
 
 @pytest.mark.parametrize("backbone", BACKBONES)
@@ -46,11 +91,12 @@ def _max_grad_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
 def test_gradients_equal_plain_in_eval_and_train_mode(name: str, backbone: str) -> None:
     for train in (False, True):
         plain = _model(name, backbone, "off").train(train)
+        sums = ImageConvSums(plain).sums
         loss_plain = _steps(plain)
         for mode in MODES:
             ckpt = _model(name, backbone, mode).train(train)
             assert torch.equal(loss_plain, _steps(ckpt))
-            assert _max_grad_diff(plain, ckpt) <= 1e-6, (train, mode)
+            _assert_gradients_equal(plain, ckpt, sums, (train, mode))
 
 
 @pytest.mark.parametrize("name", NETWORKS.names())
