@@ -60,9 +60,11 @@ def _scan(cfg, where: str) -> tuple[str, list, list]:
 def _check(cfg, where: str, full: bool, threads: int) -> tuple[str, int, list]:
     from tqdm import tqdm
 
-    from ..data.checks import check_pairs
+    from ..data.checks import check_pairs, output_name_issues
 
     name, pairs, issues = _scan(cfg, where)
+    if where.startswith("data.test."):  # predictions are written under the stems' names
+        issues += output_name_issues(pairs)
     if pairs:
         with tqdm(total=len(pairs), desc=f"{where} {name}", unit="pair", disable=None,
                   leave=False) as bar:

@@ -42,18 +42,22 @@ def run(args: argparse.Namespace) -> int:
     runtime = Runtime(cfg.runtime)
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
-        # read (and vet) the checkpoint before anything is deleted, built or written
+        # Everything that can refuse the run (the checkpoint, the data, the network, the
+        # resumed state) is read and built before anything is deleted or written: an error
+        # before any work leaves no run folder behind.
+        setup_logging(None, runtime.is_main)
         found = CheckpointManager(run_dir / "checkpoints", runtime).load_resume(resume)
         resume, state = found if found is not None else (None, None)
+        trainer = Trainer(cfg, runtime, run_dir)
+        if state is not None:
+            trainer.load_state_dict(state)
         if runtime.is_main:
             if args.overwrite:
                 remove_run_folder(run_dir, Path(cfg.output_root))
             claim_folder(run_dir, "train")
         runtime.barrier()
         setup_logging(run_dir / "train.log", runtime.is_main)
-        trainer = Trainer(cfg, runtime, run_dir)
         if state is not None:
-            trainer.load_state_dict(state)
             logger.info("resumed from %s at epoch %d, step %d", resume, trainer.epoch, trainer.step)
         trainer.fit()
     finally:

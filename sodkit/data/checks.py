@@ -92,6 +92,20 @@ def _mask_content(pair: Pair, mask) -> list[Issue]:
     return []
 
 
+def output_name_issues(pairs: list[Pair]) -> list[Issue]:
+    """Test pairs whose stem cannot name the prediction file written for it (a control
+    character such as a tab, an over-long name): found before training, not at its end."""
+    from ..paths import name_problem
+
+    issues = []
+    for pair in pairs:
+        problem = name_problem(f"{pair.stem}.png")
+        if problem is not None:
+            issues.append(Issue(pair.stem, pair.image, f"its name cannot name a prediction file "
+                                f"({problem}); rename the image and its mask"))
+    return issues
+
+
 def check_pairs(pairs: list[Pair], full: bool = True, threads: int = 2,
                 progress: Callable[[int], None] | None = None) -> list[Issue]:
     """Issues of every pair, in pair order; ``progress`` gets the count of pairs done."""

@@ -27,7 +27,7 @@ from ..config.schema import Config
 from ..engine.launcher import shard_range
 from ..errors import DataError
 from ..resources import resolve_workers
-from .checks import bad_stems, check_pairs
+from .checks import bad_stems, check_pairs, output_name_issues
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
 from .transforms import build_test_transform, build_train_transform
 
@@ -190,7 +190,8 @@ def build_train_dataset(cfg: Config) -> TrainDataset:
 
 def check_test_shard(test_set: TestDataset, shard: range) -> None:
     """Decode this rank's test pairs before any prediction: a test set must be whole."""
-    issues = check_pairs([test_set.pairs[i] for i in shard], full=True, threads=_check_threads())
+    pairs = [test_set.pairs[i] for i in shard]
+    issues = output_name_issues(pairs) + check_pairs(pairs, full=True, threads=_check_threads())
     errors = [issue for issue in issues if issue.severity == "error"]
     if errors:
         shown = "; ".join(f"{issue.path}: {issue.problem}" for issue in errors[:3])

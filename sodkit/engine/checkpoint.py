@@ -25,6 +25,21 @@ logger = logging.getLogger(__name__)
 
 LOWER_IS_BETTER = ("MAE", "BER")  # metric names ending in these are minimised
 _STEP_FILE = re.compile(r"^step_\d{8}\.pt$")
+# torchfile.save_atomic's and _link_atomic's temporary names: .NAME.tmp-PID, .NAME.link-PID
+_TEMP_FILE = re.compile(r"^\..+\.(?:tmp|link)-(\d+)$")
+
+
+def _running(pid: int) -> bool:
+    """Whether a process of this id runs on this machine (then its write may be in progress)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def _link_atomic(target: Path, link: Path) -> None:
@@ -62,6 +77,18 @@ class CheckpointManager:
             self._prune()
             logger.info("saved %s (epoch %d, step %d)", self.last, state["epoch"], state["step"])
         self.runtime.barrier()
+
+    def remove_stale_files(self) -> None:
+        """Remove what a process killed in the middle of a write left: ``save_atomic``'s and
+        ``_link_atomic``'s temporary files of processes that no longer run (rank 0, before its
+        first save)."""
+        if not self.folder.is_dir():
+            return
+        for path in self.folder.iterdir():
+            match = _TEMP_FILE.match(path.name)
+            if match and not _running(int(match.group(1))) and path.is_file():
+                path.unlink(missing_ok=True)
+                logger.info("removed %s, left by an interrupted write", path)
 
     def step_files(self) -> list[Path]:
         """This run's step checkpoints, newest first."""

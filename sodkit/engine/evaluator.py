@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..config import Config
+from ..errors import Preempted
 from ..imageio import encode_mask, write_bytes
 from ..metrics import SODMetrics, scalar_metrics
 from ..paths import inside
@@ -52,18 +53,20 @@ class MaskWriter:
     by two processes. One process: the masks are written at once.
     """
 
-    def __init__(self, runtime: Runtime, items: int, batch_size: int) -> None:
-        self.runtime = runtime
+    def __init__(self, runtime: Runtime, items: int, batch_size: int, write: bool = True) -> None:
+        self.runtime, self.write = runtime, write
         longest_shard = math.ceil(items / runtime.world_size)
         self.rounds = math.ceil(longest_shard / batch_size)
         self.done = 0
 
     def send(self, files: list[tuple[Path, bytes]]) -> None:
-        """This rank's files of one batch (every rank calls it once per round)."""
+        """This rank's files of one batch (every rank calls it once per round; an evaluation
+        that writes nothing sends nothing and makes no collective)."""
         self.done += 1
-        for part in self.runtime.gather_to_main(files) or []:
-            for path, data in part:
-                write_bytes(path, data)
+        if self.write:
+            for part in self.runtime.gather_to_main(files) or []:
+                for path, data in part:
+                    write_bytes(path, data)
 
     def finish(self) -> None:
         """Join the rounds that longer shards still need."""
@@ -111,13 +114,20 @@ def evaluate(
     runtime: Runtime,
     cfg: Config,
     pred_root: Path | None,
+    stop: Callable[[], bool] | None = None,
 ) -> EvalResult:
-    """Run every test set; write ``pred_root/<dataset>/<stem>.png`` when ``pred_root`` is set."""
+    """Run every test set; write ``pred_root/<dataset>/<stem>.png`` when ``pred_root`` is set.
+
+    Args:
+        stop: asked before every batch (agreed over the ranks, so they all stop at the same
+            round): true raises :class:`~sodkit.errors.Preempted`, so that a stop signal during
+            a long evaluation ends the process within a batch, not at the stop deadline.
+    """
     net = runtime.unwrap(model)
     result = EvalResult()
     with eval_mode(net):
         for name, loader in loaders.items():
-            metrics, samples = _run_dataset(net, loader, runtime, cfg, pred_root, name)
+            metrics, samples = _run_dataset(net, loader, runtime, cfg, pred_root, name, stop)
             merged = _merge_on_main(metrics, runtime)
             if runtime.is_main:
                 result.metrics[name] = merged.compute()
@@ -135,12 +145,20 @@ def _run_dataset(
     cfg: Config,
     pred_root: Path | None,
     name: str,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[SODMetrics, list[list[np.ndarray]]]:
     metrics = SODMetrics()
     samples: list[list[np.ndarray]] = []
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
-    writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size)
-    for batch in loader:
+    writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size, pred_root is not None)
+    batches = iter(loader)
+    for _ in range(writer.rounds):  # every rank the same rounds, shorter shards idle at the end
+        if stop is not None and runtime.any_rank(stop())[0]:
+            raise Preempted(f"stopped during the evaluation of {name}")
+        batch = next(batches, None)
+        if batch is None:
+            writer.send([])
+            continue
         images = batch["image"].to(runtime.device, non_blocking=True)
         probs = predict_probabilities(net, images, runtime, cfg.eval.precision, cfg.eval.tta)
         files = []
@@ -154,10 +172,7 @@ def _run_dataset(
                 tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)
                 size = tile.shape[:2]
                 samples.append([tile, to_rgb(gt, size), to_rgb(probs[i], size)])
-        if pred_root is not None:
-            writer.send(files)
-    if pred_root is not None:
-        writer.finish()
+        writer.send(files)
     return metrics, samples
 
 
@@ -186,9 +201,10 @@ def samples_image(result: EvalResult) -> np.ndarray | None:
     return make_grid(result.samples) if result.samples else None
 
 
-def write_eval_outputs(result: EvalResult, run_dir: Path) -> None:
+def write_eval_outputs(result: EvalResult, run_dir: Path, report: bool = True) -> None:
     """results.{json,md,csv}, results_per_image.csv, curves.json, curves/{pr,fm}.png,
-    samples.png and report.html in the run folder (rank 0)."""
+    samples.png and (unless ``report`` is false: training writes it after its final save, so
+    that it lists the final checkpoints) report.html in the run folder (rank 0)."""
     from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
     from ..visualize import write_rgb
 
@@ -204,7 +220,8 @@ def write_eval_outputs(result: EvalResult, run_dir: Path) -> None:
         shown = ", ".join(f"{k} {values[k]:.4f}" for k in
                           ("MAE", "Smeasure", "wFmeasure", "maxFm", "maxEm") if k in values)
         logger.info("%s: %s", name, shown)
-    write_run_report(run_dir)
+    if report:
+        write_run_report(run_dir)
 
 
 def write_run_report(run_dir: Path) -> None:

@@ -7,11 +7,12 @@ the log interval, so the hot path never waits for a ``.item()``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
 from .checkpoint import CheckpointManager
 from .ema import EMA
-from .evaluator import EvalResult, evaluate, write_eval_outputs
+from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_report
 from .logging import Progress, TensorBoard, Throughput, format_seconds
 from .preemption import Preempted, SaveClock, StopRequest
 from .resume import check_resume
@@ -62,6 +63,7 @@ class Trainer:
             self.optimizer, cfg.schedule, self.steps_per_epoch, cfg.train.epochs
         )
         self.epoch = 0  # completed epochs
+        self.evaluated = 0  # the last epoch whose evaluation finished (pending when < epoch)
         self.step = 0  # completed optimizer steps
         self.epoch_step = 0  # completed optimizer steps of the epoch in progress
         self.best: dict[str, Any] | None = None  # {"metric", "value", "epoch"}
@@ -69,6 +71,7 @@ class Trainer:
                                              keep=cfg.train.keep_checkpoints)
         self.checkpoints.check_selection(cfg.eval, list(self.test_loaders))
         self.tb = TensorBoard(None)  # opened by fit(), once the resume step is known
+        self.stop: StopRequest | None = None  # fit()'s signal handlers
         self.clock = SaveClock(cfg.train.checkpoint_every_steps, cfg.train.checkpoint_minutes)
         self.bad_steps = 0  # steps whose gradients were not finite (not applied)
         # EMA of the weights (engine/ema.py): evaluated and saved as "ema" when train.ema_decay
@@ -102,6 +105,7 @@ class Trainer:
             "scaler": self.runtime.scaler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "epoch": self.epoch,
+            "evaluated": self.evaluated,
             "step": self.step,
             "steps_per_epoch": self.steps_per_epoch,
             "epoch_step": self.epoch_step,
@@ -123,6 +127,8 @@ class Trainer:
         elif self.ema is not None:  # a checkpoint without EMA: the average starts from it
             self.ema.reset(self.runtime.unwrap(self.model))
         self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
+        # sodkit before 0.3 saved an epoch after its evaluation: evaluated when saved
+        self.evaluated = int(state.get("evaluated", self.epoch))
         self.bad_steps = int(state.get("bad_steps", 0))
         self.epoch_step = int(state.get("epoch_step", 0))
         check_resume(state, self.cfg, self.runtime.world_size, self.steps_per_epoch)
@@ -139,40 +145,76 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def fit(self) -> EvalResult | None:
-        """Train the remaining steps, evaluate on the test sets, write the results and last.pt.
+        """Train the remaining steps and evaluate; the run folder ends with results, last.pt
+        and report.html.
+
+        Each epoch's state is saved before its evaluation, and the stop handler covers the
+        whole run, evaluations and writes included: a stop or a failure after an epoch never
+        costs its training, and ``--resume auto`` goes on with what was not done yet (an
+        interrupted evaluation first).
 
         Raises:
-            Preempted: a SIGTERM / SIGINT stopped the run after saving the current step.
+            Preempted: a SIGTERM / SIGINT stopped the run after saving its state.
         """
         cfg, rt = self.cfg, self.runtime
         if rt.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             save_config(cfg, self.run_dir / "config.yaml")
+            self.checkpoints.remove_stale_files()
             self._log_start()
         self.tb = TensorBoard(self.run_dir / "tb" if rt.is_main else None,
                               purge_step=self.step + 1 if self.step else None)
         meter = Throughput(cfg.train.epochs * self.steps_per_epoch, self.step)
         try:
             with StopRequest(cfg.runtime.stop_grace_s) as stop:
+                self.stop = stop
+                if self.epoch_step == 0 and self.epoch < cfg.train.epochs:
+                    self._evaluate_if_due(self.epoch)  # a resumed run whose evaluation stopped
                 for epoch in range(self.epoch, cfg.train.epochs):
                     self._train_epoch(epoch, meter, stop)
                     self._end_epoch(epoch + 1)
-            result = self._evaluate(pred_root=self.run_dir / "predictions")
-            self.checkpoints.save_last(self.state_dict())  # after it: its `best` is complete
+                return self._finish()
         finally:
             self.tb.close()
-        return result
 
     def _end_epoch(self, epoch: int) -> None:
+        """The epoch's state on disk first (whenever something follows it), then the rest."""
         cfg = self.cfg
         self.epoch, self.epoch_step = epoch, 0
-        last = epoch == cfg.train.epochs  # its evaluation and save follow the loop
-        if cfg.eval.every and epoch % cfg.eval.every == 0 and not last:
-            self._evaluate(pred_root=None)
-        if epoch % cfg.train.checkpoint_every == 0 and not last:
+        if not self.test_loaders:
+            self.evaluated = epoch  # nothing to evaluate, nothing pending
+        last = epoch == cfg.train.epochs  # its evaluation follows the loop
+        if last or self._eval_due(epoch) or epoch % cfg.train.checkpoint_every == 0:
             self._save()
         if cfg.train.keep_every and epoch % cfg.train.keep_every == 0:
             self.checkpoints.save_snapshot(self.state_dict())
+        if not last:
+            self._evaluate_if_due(epoch)
+
+    def _eval_due(self, epoch: int) -> bool:
+        every = self.cfg.eval.every
+        return epoch == self.cfg.train.epochs or bool(every) and epoch % every == 0
+
+    def _evaluate_if_due(self, epoch: int) -> None:
+        if self._eval_due(epoch) and self.evaluated < epoch:
+            self._evaluate(pred_root=None)
+
+    def _finish(self) -> EvalResult | None:
+        """The final evaluation and its files, last.pt with the final ``best``, then the report
+        (it lists the checkpoints, so it comes after every save)."""
+        result = None
+        if self.evaluated < self.epoch:
+            result = self._evaluate(pred_root=self.run_dir / "predictions")
+            self._save()  # `evaluated` and the final `best`, so a resume has nothing to redo
+        else:
+            logger.info("all %d epochs are trained and evaluated; writing the report", self.epoch)
+        if self.runtime.is_main:
+            write_run_report(self.run_dir)
+        self.runtime.barrier()
+        if self.runtime.any_rank(self.stop.received is not None)[0]:
+            raise Preempted(f"stopped by {self.stop.received or 'a signal on another rank'} as "
+                            f"the run finished; its results and checkpoints are complete")
+        return result
 
     def _save(self) -> None:
         self.checkpoints.save_last(self.state_dict())
@@ -281,27 +323,57 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def _evaluate(self, pred_root: Path | None) -> EvalResult | None:
-        """Every rank evaluates its shard with rank 0's weights and buffers; rank 0 writes."""
-        if not self.test_loaders:
-            return None
+        """Every rank evaluates its shard with rank 0's weights and buffers; rank 0 writes.
+
+        Runs after the epoch's save only: a stop during it raises Preempted, and a failure is
+        reported with the saved state that ``--resume auto`` continues from (by this
+        evaluation, without training again).
+        """
+        with self._after_save(f"the evaluation of epoch {self.epoch}"):
+            result = self._evaluate_and_write(pred_root) if self.test_loaders else None
+        self.evaluated = self.epoch
+        return result
+
+    def _evaluate_and_write(self, pred_root: Path | None) -> EvalResult:
         rt = self.runtime
         model = self.ema.module if self.ema is not None else self.model
         rt.broadcast_buffers(model)
         save = pred_root if self.cfg.eval.save_predictions else None
-        result = evaluate(model, self.test_loaders, rt, self.cfg, save)
+        stop = self.stop
+        result = evaluate(model, self.test_loaders, rt, self.cfg, save,
+                          stop=lambda: stop is not None and stop.received is not None)
         improved = False
         if rt.is_main:
             scalars = result.scalars()
             for name, values in scalars.items():
                 self.tb.scalars({f"eval/{name}/{k}": v for k, v in values.items()}, self.step)
             improved = self._update_best(scalars)
-            self.tb.flush()  # before write_eval_outputs: report.html reads the event files
+            self.tb.flush()
             if pred_root is not None:
-                write_eval_outputs(result, self.run_dir)
+                write_eval_outputs(result, self.run_dir, report=False)
         improved, self.best = rt.broadcast_object((improved, self.best))
         if improved:  # state_dict gathers from every rank
             self.checkpoints.save_best(self.state_dict())
         return result
+
+    @contextlib.contextmanager
+    def _after_save(self, what: str) -> Iterator[None]:
+        """Name the saved state in a stop or a failure of ``what`` (it follows a save)."""
+        saved = (f"the trained state is saved in {self.checkpoints.last} (epoch {self.epoch}, "
+                 f"step {self.step})")
+        resume = "--resume auto continues with it, without training again"
+        try:
+            yield
+        except Preempted as exc:
+            signal = self.stop.received if self.stop is not None else None
+            raise Preempted(f"stopped by {signal or 'a signal on another rank'} during {what} "
+                            f"({exc}); {saved}; {resume}") from None
+        except UserError as exc:
+            raise type(exc)(f"{what} failed: {exc}. Training is not lost: {saved}; fix the "
+                            f"cause, then {resume}") from None
+        except Exception:
+            logger.error("%s failed (below). Training is not lost: %s; %s", what, saved, resume)
+            raise
 
     def _update_best(self, scalars: dict[str, dict[str, float]]) -> bool:
         value = self.checkpoints.score(scalars, self.cfg.eval)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .tables import plot_label
+
 THUMB_HEIGHT = 120  # gallery row height in pixels
 
 
@@ -49,7 +51,7 @@ def training_uri(series: Mapping[str, list[tuple[int, float]]]) -> str | None:
     for tag, points in series.items():
         steps, values = zip(*points, strict=True) if points else ((), ())
         axes = loss_ax if tag.startswith("loss/") else lr_ax
-        axes.plot(steps, values, label=tag.split("/", 1)[1], linewidth=1.2)
+        axes.plot(steps, values, label=plot_label(tag.split("/", 1)[1]), linewidth=1.2)
     loss_ax.set(xlabel="step", ylabel="loss", title="Training loss terms")
     lr_ax.set(xlabel="step", ylabel="learning rate", title="Learning rate per group")
     for axes in (loss_ax, lr_ax):
@@ -68,12 +70,12 @@ def curves_uri(curves: Mapping[str, Mapping[str, list[float]]], title: str) -> s
     thresholds = np.arange(255, -1, -1)
     for label, values in curves.items():
         if "recall_curve" in values and "precision_curve" in values:
-            pr_ax.plot(values["recall_curve"], values["precision_curve"], label=label)
+            pr_ax.plot(values["recall_curve"], values["precision_curve"], label=plot_label(label))
         if "fm_curve" in values:
-            fm_ax.plot(thresholds, values["fm_curve"], label=label)
-    pr_ax.set(xlabel="Recall", ylabel="Precision", title=f"{title}: precision-recall",
+            fm_ax.plot(thresholds, values["fm_curve"], label=plot_label(label))
+    pr_ax.set(xlabel="Recall", ylabel="Precision", title=f"{plot_label(title)}: precision-recall",
               xlim=(0, 1), ylim=(0, 1.02))
-    fm_ax.set(xlabel="Threshold", ylabel="F-measure", title=f"{title}: F-measure",
+    fm_ax.set(xlabel="Threshold", ylabel="F-measure", title=f"{plot_label(title)}: F-measure",
               xlim=(0, 255), ylim=(0, 1.02))
     for axes in (pr_ax, fm_ax):
         axes.grid(alpha=0.3)

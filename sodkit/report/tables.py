@@ -86,6 +86,12 @@ def write_results(
             writer.writerow([row, *(repr(values[c]) if c in values else "" for c in columns)])
 
 
+def plot_label(name: str) -> str:
+    """``name`` as matplotlib draws it literally: an unescaped ``$`` would start mathtext (a
+    dataset called ``a$b$`` is drawn as a formula, and ``a$`` fails the whole figure)."""
+    return str(name).replace("$", r"\$")
+
+
 def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> None:
     """Write ``pr.png`` (precision vs recall) and ``fm.png`` (F-measure vs threshold).
 
@@ -108,10 +114,11 @@ def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) ->
     axes_of = {name: figure.subplots() for name, figure in figures.items()}
     for label, values in curves.items():
         if "fm_curve" in values:
-            axes_of["fm"].plot(thresholds, np.asarray(values["fm_curve"]), label=label)
+            axes_of["fm"].plot(thresholds, np.asarray(values["fm_curve"]),
+                              label=plot_label(label))
         if "precision_curve" in values and "recall_curve" in values:
             axes_of["pr"].plot(np.asarray(values["recall_curve"]),
-                               np.asarray(values["precision_curve"]), label=label)
+                               np.asarray(values["precision_curve"]), label=plot_label(label))
     axis_titles = {"pr": ("Recall", "Precision", "Precision-recall"),
                    "fm": ("Threshold", "F-measure", "F-measure vs threshold")}
     for name, figure in figures.items():

@@ -1,0 +1,164 @@
+"""Nothing lost at the end of a run: each epoch's state is saved before its evaluation, a stop
+at any moment of ``train`` exits 75 with a checkpoint that ``--resume auto`` finishes from
+without training again, and a failure after training names its cause and keeps the state.
+
+The signals are real SIGTERMs, sent by the process to itself at a chosen moment (the start of
+an evaluation, of the result files, of the report), in the process that runs ``sodkit train``:
+its real handlers, checkpoints and files. The finished runs are compared with the session's
+uninterrupted run (``trained``: the same recipe, never stopped).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import sodkit.engine.trainer as trainer_module
+from sodkit.cli import main
+from sodkit.errors import EXIT_PREEMPTED
+from tests.sod_fixtures import tiny_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = str(ROOT / "configs" / "demo.yaml")
+
+
+def train(data_root: Path, out: Path, *extra: str) -> int:
+    return main(["train", CONFIG, *tiny_overrides(data_root, out, "r"), *extra])
+
+
+def signal_at(monkeypatch, name: str, call: int) -> None:
+    """SIGTERM this process as ``trainer.<name>`` is called for the ``call``-th time."""
+    original = getattr(trainer_module, name)
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, name, wrapped)
+
+
+def checkpoint(run: Path, name: str = "last.pt") -> dict:
+    return torch.load(run / "checkpoints" / name, map_location="cpu", weights_only=True)
+
+
+def trained_steps(records: list[logging.LogRecord]) -> list[str]:
+    """The per-step training log lines of a run (each step logs: train.log_every=1)."""
+    return [r.getMessage() for r in records if getattr(r, "progress", False)]
+
+
+# moment of the signal -> (what the saved checkpoint holds: completed epochs, evaluated epochs)
+MOMENTS = {
+    "the epoch-1 evaluation (eval.every)": ("evaluate", 1, (1, 0)),
+    "the final evaluation": ("evaluate", 2, (2, 1)),
+    "the final result files": ("write_eval_outputs", 1, (2, 2)),
+    "the report": ("write_run_report", 1, (2, 2)),
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_sigterm_at_any_moment_after_training_exits_75_and_resume_ends_like_the_straight_run(
+        moment, data_root, trained, tmp_path, monkeypatch, caplog):
+    name, call, (epoch, evaluated) = MOMENTS[moment]
+    log_every = ["train.log_every=1"]
+    with monkeypatch.context() as patch:
+        signal_at(patch, name, call)
+        assert train(data_root, tmp_path, *log_every) == EXIT_PREEMPTED
+    run = tmp_path / "r"
+    saved = checkpoint(run)
+    assert (saved["epoch"], saved["evaluated"], saved["epoch_step"]) == (epoch, evaluated, 0)
+    assert saved["step"] == epoch * checkpoint(trained)["steps_per_epoch"]
+    stale = run / "checkpoints" / ".step_00000099.pt.tmp-4194999"  # a killed writer's leftover
+    stale.write_bytes(b"partial")
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert train(data_root, tmp_path, *log_every, "--resume", "auto") == 0
+    steps = trained_steps(caplog.records)
+    assert len(steps) == (2 - epoch) * saved["steps_per_epoch"], steps  # nothing trained twice
+    assert not stale.exists()
+    final = checkpoint(run)
+    assert (final["epoch"], final["evaluated"]) == (2, 2)
+    for key, value in checkpoint(trained)["model"].items():
+        assert torch.equal(value, final["model"][key]), key
+    assert final["best"] == checkpoint(trained)["best"]
+    results = json.loads((run / "results.json").read_text())
+    assert results == json.loads((trained / "results.json").read_text())
+    assert (run / "report.html").is_file()
+
+
+def test_the_report_describes_the_final_checkpoints(trained):
+    """report.html is written after the last save: it lists best.pt and last.pt, and no step
+    file that the pruning removed before the run ended."""
+    page = (trained / "report.html").read_text()
+    files = {p.name for p in (trained / "checkpoints").iterdir() if not p.name.startswith(".")}
+    assert {"best.pt", "last.pt"} <= files
+    for name in files:
+        assert name in page, name
+    for number in range(1, checkpoint(trained)["step"]):
+        name = f"step_{number:08d}.pt"
+        assert (name in page) == (name in files), name
+
+
+def test_a_failure_in_the_final_evaluation_names_it_and_keeps_the_trained_state(
+        data_root, trained, tmp_path, monkeypatch, capsys):
+    """A test file damaged during training: the error names the file and the checkpoint, the
+    state is on disk, and once the file is back, --resume auto evaluates without training."""
+    copy = tmp_path / "data"
+    subprocess.run(["cp", "-r", str(data_root), str(copy)], check=True)
+    gt = sorted((copy / "DUTS-TE" / "DUTS-TE-Mask").iterdir())[0]
+    good = gt.read_bytes()
+    original = trainer_module.evaluate
+
+    def damage_then_evaluate(*args, **kwargs):
+        gt.write_bytes(good[:40])
+        return original(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer_module, "evaluate", damage_then_evaluate)
+        assert train(copy, tmp_path) == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert gt.name in message and "Training is not lost" in message, message
+    assert "checkpoints/last.pt (epoch 1, step 4)" in message, message
+    assert checkpoint(tmp_path / "r")["evaluated"] == 0
+    gt.write_bytes(good)
+    assert train(copy, tmp_path, "--resume", "auto") == 0
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert results == json.loads((trained / "results.json").read_text())
+
+
+def test_a_test_stem_that_cannot_name_a_prediction_is_refused_before_training(
+        data_root, tmp_path, capsys):
+    copy = tmp_path / "data"
+    subprocess.run(["cp", "-r", str(data_root), str(copy)], check=True)
+    for sub in ("DUTS-TE-Image", "DUTS-TE-Mask"):
+        first = sorted((copy / "DUTS-TE" / sub).iterdir())[0]
+        first.rename(first.with_name(f"a\tb{first.suffix}"))
+    assert train(copy, tmp_path / "out") == 2
+    assert "cannot name a prediction file" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before any work: nothing written
+    assert main(["check-data", CONFIG, f"data_root={copy}", "data.train=[{preset: duts-tr}]",
+                 "data.test=[{preset: duts-te}]"]) == 1
+    assert "cannot name a prediction file" in capsys.readouterr().out
+
+
+def test_a_config_error_found_while_building_leaves_no_run_folder(data_root, tmp_path):
+    assert train(data_root, tmp_path, "model.out_indices=[7]") == 2
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("label", ["a$b$c", "cost $5", "x$"])
+def test_names_in_plot_labels_are_drawn_as_text(label, tmp_path):
+    from sodkit.report.tables import plot_curves
+
+    curve = {"precision_curve": [1.0] * 256, "recall_curve": [0.5] * 256, "fm_curve": [0.5] * 256}
+    plot_curves({label: curve}, tmp_path)
+    assert (tmp_path / "pr.png").stat().st_size > 0 and (tmp_path / "fm.png").stat().st_size > 0
