@@ -208,7 +208,7 @@ class Trainer:
             self._save()  # `evaluated` and the final `best`, so a resume has nothing to redo
         else:
             logger.info("all %d epochs are trained and evaluated; writing the report", self.epoch)
-        if self.runtime.is_main:
+        if self.runtime.is_main and self.test_loaders:  # a report needs results
             write_run_report(self.run_dir)
         self.runtime.barrier()
         if self.runtime.any_rank(self.stop.received is not None)[0]:
