@@ -337,8 +337,12 @@ def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
         write_results(combined, out, row_label="dataset/method")
     datasets = {job.name: job.out_dir.relative_to(out).as_posix() if job.out_dir != out else "."
                 for job in jobs}
-    (out / "evaluation.json").write_text(json.dumps({"kind": "eval", "datasets": datasets},
-                                                    indent=2) + "\n")
+    # the folders the per-image rows name: sodkit report shows images from these alone
+    inputs = {job.name: sorted({str(folder.resolve()) for folder in {
+        path.parent for files in (job.gts, *job.preds.values()) for path in files.values()}})
+        for job in jobs}
+    (out / "evaluation.json").write_text(json.dumps(
+        {"kind": "eval", "datasets": datasets, "inputs": inputs}, indent=2) + "\n")
     write_tables(comparison, args)
     logger.info("results written to %s", args.out)
 

@@ -9,6 +9,7 @@ later gives the same numbers.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ class EvalResult:
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataset -> compute()
     samples: list[list[np.ndarray]] = field(default_factory=list)  # rows of image | GT | pred
     per_image: list[dict[str, str]] = field(default_factory=list)  # results_per_image.csv rows
+    folders: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # datasets.json
 
     def scalars(self) -> dict[str, dict[str, float]]:
         return {name: scalar_metrics(result) for name, result in self.metrics.items()}
@@ -122,6 +124,7 @@ def evaluate(
             if runtime.is_main:
                 result.metrics[name] = merged.compute()
                 result.per_image += _per_image(merged, loader, pred_root, name)
+                result.folders[name] = _input_folders(loader.dataset.pairs)
                 if not result.samples:
                     result.samples = samples
     runtime.barrier()
@@ -182,19 +185,28 @@ def _per_image(metrics: SODMetrics, loader: DataLoader, pred_root: Path | None,
     return per_image_rows(name, "", metrics.per_image(), files)
 
 
+def _input_folders(pairs: list) -> dict[str, list[str]]:
+    """The image and mask folders of a dataset (``datasets.json``: ``sodkit report`` shows the
+    images of these folders, and of the run folder, and nothing else)."""
+    return {kind: sorted({str(folder.resolve()) for folder in {getattr(p, attr).parent
+                                                               for p in pairs}})
+            for kind, attr in (("images", "image"), ("masks", "mask"))}
+
+
 def samples_image(result: EvalResult) -> np.ndarray | None:
     return make_grid(result.samples) if result.samples else None
 
 
 def write_eval_outputs(result: EvalResult, run_dir: Path) -> None:
-    """results.{json,md,csv}, results_per_image.csv, curves.json, curves/{pr,fm}.png,
-    samples.png and report.html in the run folder (rank 0)."""
+    """results.{json,md,csv}, results_per_image.csv, datasets.json, curves.json,
+    curves/{pr,fm}.png, samples.png and report.html in the run folder (rank 0)."""
     from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
     from ..visualize import write_rgb
 
     scalars = result.scalars()
     write_results(scalars, run_dir, row_label="dataset")
     write_per_image_csv(result.per_image, run_dir)
+    (run_dir / "datasets.json").write_text(json.dumps(result.folders, indent=2) + "\n")
     write_curves_json(result.metrics, run_dir)
     plot_curves(result.metrics, run_dir / "curves")
     grid = samples_image(result)
