@@ -323,6 +323,7 @@ def _claim(out: Path, group: EvalGroup, force: bool) -> None:
 def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
                    args: argparse.Namespace) -> None:
     """Files about every dataset (rank 0): the combined table, evaluation.json, paper tables."""
+    from ..atomic import write_atomic
     from ..report import write_results
     from ..report.publish import write_tables
 
@@ -341,7 +342,7 @@ def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
     inputs = {job.name: sorted({str(folder.resolve()) for folder in {
         path.parent for files in (job.gts, *job.preds.values()) for path in files.values()}})
         for job in jobs}
-    (out / "evaluation.json").write_text(json.dumps(
+    write_atomic(out / "evaluation.json", json.dumps(
         {"kind": "eval", "datasets": datasets, "inputs": inputs}, indent=2) + "\n")
     write_tables(comparison, args)
     logger.info("results written to %s", args.out)

@@ -236,4 +236,6 @@ def to_dict(cfg: Any) -> Any:
 
 def save_config(cfg: Config, path: str | Path) -> None:
     """Write the resolved config; ``load_config`` of the file gives back an equal Config."""
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    from ..atomic import write_atomic
+
+    write_atomic(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))

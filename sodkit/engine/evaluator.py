@@ -23,8 +23,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
+from ..atomic import write_atomic
 from ..config import Config
-from ..imageio import encode_mask, write_bytes
+from ..imageio import encode_mask
 from ..metrics import SODMetrics, scalar_metrics
 from ..paths import inside
 from ..visualize import denormalize, make_grid, to_rgb
@@ -64,8 +65,9 @@ class MaskWriter:
         """This rank's files of one batch (every rank calls it once per round)."""
         self.done += 1
         for part in self.runtime.gather_to_main(files) or []:
-            for path, data in part:
-                write_bytes(path, data)
+            for path, data in part:  # whole masks only, named when the disk is full
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(path, data)
 
     def finish(self) -> None:
         """Join the rounds that longer shards still need."""
@@ -206,7 +208,7 @@ def write_eval_outputs(result: EvalResult, run_dir: Path) -> None:
     scalars = result.scalars()
     write_results(scalars, run_dir, row_label="dataset")
     write_per_image_csv(result.per_image, run_dir)
-    (run_dir / "datasets.json").write_text(json.dumps(result.folders, indent=2) + "\n")
+    write_atomic(run_dir / "datasets.json", json.dumps(result.folders, indent=2) + "\n")
     write_curves_json(result.metrics, run_dir)
     plot_curves(result.metrics, run_dir / "curves")
     grid = samples_image(result)

@@ -264,7 +264,7 @@ def build_report(sources: Sequence[Source], metrics: Sequence[str] = STANDARD_OR
 def write_report(folders: Sequence[str | Path], out: str | Path,
                  metrics: Sequence[str] = STANDARD_ORDER) -> Path:
     """Read ``folders`` and write their report to ``out`` (no checks: callers vet ``out``)."""
+    from ..atomic import write_atomic
+
     page = build_report(load_sources(list(folders)), metrics)
-    out = Path(out)
-    out.write_text(page, encoding="utf-8")
-    return out
+    return write_atomic(out, page)

@@ -72,12 +72,15 @@ def check_output_file(path: str | Path, inputs: Sequence[Path], force: bool, wha
 
 
 def write_file(path: Path, write: Callable[[Path], None]) -> None:
-    """Create the parent folder as sodkit's if it is missing, then ``write(path)``."""
+    """Create the parent folder as sodkit's if it is missing, then ``write`` the file whole or
+    not at all (:func:`sodkit.atomic.atomic_target`: a temporary file, renamed over ``path``)."""
+    from ..atomic import atomic_target
     from ..paths import claim_folder
 
     if not path.parent.exists():
         claim_folder(path.parent, "report")
-    write(path)
+    with atomic_target(path) as tmp:
+        write(tmp)
     logger.info("wrote %s", path)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..atomic import atomic_target, write_atomic
 from ..metrics.results import PER_IMAGE_KEYS
 from .cells import inert
 
@@ -77,10 +78,10 @@ def write_results(
     out.mkdir(parents=True, exist_ok=True)
     plain = {str(row): {str(k): float(v) for k, v in values.items()} for row, values in
              results.items()}
-    (out / "results.json").write_text(json.dumps(plain, indent=2) + "\n")
-    (out / "results.md").write_text(markdown_table(plain, row_label))
+    write_atomic(out / "results.json", json.dumps(plain, indent=2) + "\n")
+    write_atomic(out / "results.md", markdown_table(plain, row_label))
     columns = metric_columns(plain)
-    with open(out / "results.csv", "w", newline="") as handle:
+    with atomic_target(out / "results.csv") as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow([inert(label) for label in (row_label, *columns)])
         for row, values in plain.items():
@@ -125,7 +126,8 @@ def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) ->
         if axes.lines:
             axes.legend(loc="lower left" if name == "pr" else "lower center", fontsize=8)
         figure.subplots_adjust(left=0.13, right=0.96, bottom=0.11, top=0.93)
-        figure.savefig(out / f"{name}.png")
+        with atomic_target(out / f"{name}.png") as tmp:
+            figure.savefig(tmp, format="png")
 
 
 def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> Path:
@@ -139,7 +141,7 @@ def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Pa
              for label, values in curves.items()}
     path = Path(out_dir) / "curves.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({k: v for k, v in plain.items() if v}) + "\n")
+    write_atomic(path, json.dumps({k: v for k, v in plain.items() if v}) + "\n")
     return path
 
 
@@ -170,7 +172,7 @@ def write_per_image_csv(rows: Sequence[Mapping[str, str]], out_dir: str | Path) 
     path = Path(out_dir) / "results_per_image.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = ("dataset", "method", "stem", *PER_IMAGE_FILES)
-    with open(path, "w", newline="") as handle:
+    with atomic_target(path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=PER_IMAGE_COLUMNS)
         writer.writeheader()
         writer.writerows({**row, **{key: inert(row[key]) for key in text}} for row in rows)
