@@ -83,6 +83,7 @@ class Job:
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
+    from ..output_names import check_dataset_name
     from ..paths import check_name
 
     name, sep, path = spec.partition("=")
@@ -90,7 +91,8 @@ def _split(spec: str, what: str) -> tuple[str | None, Path]:
         return None, Path(spec)
     if not name or not path:
         raise UserError(f"--{what} {spec!r}: expected NAME=DIR or DIR")
-    return check_name(name, f"--{what} {spec!r}: NAME", "ours"), Path(path)
+    check = check_dataset_name if what == "gt" else check_name  # a dataset is a sub-folder
+    return check(name, f"--{what} {spec!r}: NAME", "ours"), Path(path)
 
 
 def _default_name(folder: Path, what: str) -> str:

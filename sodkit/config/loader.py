@@ -17,6 +17,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from ..errors import UserError
+from ..output_names import check_dataset_name
 from ..paths import check_name
 from .schema import Config
 
@@ -227,7 +228,7 @@ def _check_values(cfg: Config) -> None:
     for split in ("train", "test"):
         for i, dataset in enumerate(getattr(cfg.data, split)):
             if dataset.name:  # a derived name (preset, root folder) is checked when resolved
-                check_name(dataset.name, f"data.{split}.{i}.name", "ECSSD", ConfigError)
+                check_dataset_name(dataset.name, f"data.{split}.{i}.name", "ECSSD", ConfigError)
 
 
 def to_dict(cfg: Any) -> Any:
