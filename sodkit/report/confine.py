@@ -80,6 +80,9 @@ class Reach:
             return
         unique = list(dict.fromkeys(self.skipped))
         more = f" and {len(unique) - SHOWN} more" if len(unique) > SHOWN else ""
+        hint = "" if self.inputs else (
+            " (the folder records no input folders, as those of an older sodkit: `sodkit test "
+            "CONFIG --checkpoint FILE` writes them to datasets.json)")
         logger.warning("%s: %d files named in the folder lie outside it and outside the input "
-                       "folders its evaluation recorded, and were not read: %s%s", self.folder,
-                       len(unique), ", ".join(unique[:SHOWN]), more)
+                       "folders its evaluation recorded, and were not read: %s%s%s", self.folder,
+                       len(unique), ", ".join(unique[:SHOWN]), more, hint)

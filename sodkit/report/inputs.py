@@ -80,7 +80,7 @@ def folder_lists(path: Path, value: Any, where: str) -> dict[str, list[str]]:
 
 def eval_manifest(path: Path) -> dict[str, Any]:
     """``evaluation.json`` of ``sodkit eval``: ``kind``, ``datasets`` ``{dataset: sub-folder}``
-    and (since 0.3) ``inputs``."""
+    and ``inputs`` (outputs of an older sodkit have none)."""
     manifest = _mapping(read_json(path), path, "the file")
     datasets = _mapping(manifest.get("datasets", {}), path, "'datasets'")
     for dataset, sub in datasets.items():
