@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -325,9 +324,9 @@ def _claim(out: Path, group: EvalGroup, force: bool) -> None:
 def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
                    args: argparse.Namespace) -> None:
     """Files about every dataset (rank 0): the combined table, evaluation.json, paper tables."""
-    from ..atomic import write_atomic
     from ..report import write_results
     from ..report.publish import write_tables
+    from ..report.tables import write_eval_manifest
 
     out = Path(args.out)
     combined: dict[str, dict[str, float]] = {}
@@ -338,14 +337,8 @@ def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
             comparison.setdefault(method, {})[job.name] = values
     if len(jobs) > 1:
         write_results(combined, out, row_label="dataset/method")
-    datasets = {job.name: job.out_dir.relative_to(out).as_posix() if job.out_dir != out else "."
-                for job in jobs}
-    # the folders the per-image rows name: sodkit report shows images from these alone
-    inputs = {job.name: sorted({str(folder.resolve()) for folder in {
-        path.parent for files in (job.gts, *job.preds.values()) for path in files.values()}})
-        for job in jobs}
-    write_atomic(out / "evaluation.json", json.dumps(
-        {"kind": "eval", "datasets": datasets, "inputs": inputs}, indent=2) + "\n")
+    write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts, *job.preds.values())
+                                                       for p in files.values()]) for job in jobs})
     write_tables(comparison, args)
     logger.info("results written to %s", args.out)
 

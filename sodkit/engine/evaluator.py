@@ -190,9 +190,10 @@ def _per_image(metrics: SODMetrics, loader: DataLoader, pred_root: Path | None,
 def _input_folders(pairs: list) -> dict[str, list[str]]:
     """The image and mask folders of a dataset (``datasets.json``: ``sodkit report`` shows the
     images of these folders, and of the run folder, and nothing else)."""
-    return {kind: sorted({str(folder.resolve()) for folder in {getattr(p, attr).parent
-                                                               for p in pairs}})
-            for kind, attr in (("images", "image"), ("masks", "mask"))}
+    from ..report.confine import folders_of
+
+    return {"images": folders_of(p.image for p in pairs),
+            "masks": folders_of(p.mask for p in pairs)}
 
 
 def samples_image(result: EvalResult) -> np.ndarray | None:

@@ -16,6 +16,7 @@ than the page.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -86,3 +87,9 @@ class Reach:
         logger.warning("%s: %d files named in the folder lie outside it and outside the input "
                        "folders its evaluation recorded, and were not read: %s%s%s", self.folder,
                        len(unique), ", ".join(unique[:SHOWN]), more, hint)
+
+
+def folders_of(files: Iterable[Path]) -> list[str]:
+    """The folders holding ``files``, resolved: what an evaluation records as its inputs
+    (``datasets.json``, ``evaluation.json``), so that its report may show their images."""
+    return sorted({str(folder.resolve()) for folder in {Path(f).parent for f in files}})

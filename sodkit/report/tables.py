@@ -89,6 +89,19 @@ def write_results(
                                            for c in columns)])
 
 
+def write_eval_manifest(out: Path, datasets: Mapping[str, tuple[Path, Sequence[Path]]]) -> None:
+    """``evaluation.json`` of ``sodkit eval`` from ``{dataset: (its folder, the files read)}``:
+    ``datasets`` maps each to its sub-folder of ``out`` ("." for ``out`` itself), ``inputs`` to
+    the folders its per-image rows name (what ``sodkit report`` may show images of)."""
+    from .confine import folders_of
+
+    manifest = {"kind": "eval",
+                "datasets": {name: folder.relative_to(out).as_posix() if folder != out else "."
+                             for name, (folder, _) in datasets.items()},
+                "inputs": {name: folders_of(files) for name, (_, files) in datasets.items()}}
+    write_atomic(out / "evaluation.json", json.dumps(manifest, indent=2) + "\n")
+
+
 def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> None:
     """Write ``pr.png`` (precision vs recall) and ``fm.png`` (F-measure vs threshold).
 
