@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .errors import Preempted, UserError, worker_death
+from .errors import Preempted, UserError, WriteFailed, worker_death, write_error_line
 
 # sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
 COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "bench", "info",
@@ -92,9 +92,26 @@ def console_main() -> int:
     return code
 
 
+# after a failed write in `sodkit train`: checkpoints are written atomically, so those saved
+# before are whole (a WriteFailed says so itself)
+_RESUME = "; once there is room, training continues from its last checkpoint with --resume auto"
+_INTACT = "; checkpoints written before are intact"
+
+
 def _run(args: argparse.Namespace) -> int:
+    """Run the command; every failure the user can act on ends in one line on stderr.
+
+    Exit codes: 0 done, 2 a user error (bad input, a refused output, or an output that could
+    not be written: a full disk, a read-only folder, a file size limit), 75 stopped on request
+    (training, resumable), 130 interrupted, 1 a data loading worker died; anything else is a
+    bug and keeps its traceback.
+    """
+    training = args.command == "train"
     try:
         return int(args._run(args) or 0)
+    except WriteFailed as exc:
+        _report(args, f"error: {exc}{_RESUME if training else ''}")
+        return 2
     except UserError as exc:
         _report(args, f"error: {exc}")
         return 2
@@ -105,10 +122,14 @@ def _run(args: argparse.Namespace) -> int:
         _report(args, str(exc) or "interrupted")
         return 130
     except Exception as exc:
+        line = write_error_line(exc) if isinstance(exc, OSError) else None
+        if line is not None:
+            _report(args, f"error: {line}{_INTACT + _RESUME if training else ''}")
+            return 2
         reason = worker_death(exc)
         if reason is not None:
-            resume = "; training continues from its last checkpoint with --resume auto"
-            _report(args, f"error: {reason}{resume if args.command == 'train' else ''}")
+            after = "; training continues from its last checkpoint with --resume auto"
+            _report(args, f"error: {reason}{after if args.command == 'train' else ''}")
             return 1
         from .engine.launcher import log_failure
 

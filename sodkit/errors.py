@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import re
 import shutil
 from pathlib import Path
@@ -65,19 +66,49 @@ class SaveInterrupted(KeyboardInterrupt):
         super().__init__(f"interrupted while writing {path}: {_left_intact(existed)}")
 
 
+WRITE_HINT = "Free some space or choose another folder, then run again"
+
+
 class WriteFailed(UserError):
     """A file could not be written (disk full, no permission, file size limit). Writes are
-    atomic, so what was there before is untouched; the run stops with one line saying so."""
+    atomic, so what was there before is untouched; the command stops with one line saying so
+    (``sodkit train`` adds how to resume: see ``sodkit.cli``)."""
 
-    def __init__(self, path: object, existed: bool, error: OSError) -> None:
+    def __init__(self, path: object, existed: bool, error: OSError,
+                 hint: str = WRITE_HINT) -> None:
         reason = error.strerror or str(error)
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             with contextlib.suppress(OSError):
                 free = shutil.disk_usage(Path(str(path)).parent).free
                 reason += f" ({free / 2**20:.0f} MiB free there)"
-        super().__init__(f"could not write {path}: {reason}; {_left_intact(existed)}. Free "
-                         "some space or choose another folder, then run again (training "
-                         "continues with --resume auto)")
+        self.path, self.error = path, error
+        super().__init__(f"could not write {path}: {reason}; {_left_intact(existed)}. {hint}")
+
+
+# errno values that mean "this output cannot be written here"; EACCES / EPERM may also be a
+# read of an input, so their line says "create or open" and needs the file's name
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_FORBIDDEN = {errno.EACCES, errno.EPERM}
+
+
+def write_error_line(exc: OSError) -> str | None:
+    """One line for an OSError of a full disk, a read-only or forbidden folder or a file size
+    limit (naming the file when the error carries it); None for other errors.
+
+    Writers that know their file raise :class:`WriteFailed`; this is the net under every other
+    write (a folder created, a log opened, a third-party writer), in ``sodkit.cli``.
+    """
+    name = os.fsdecode(exc.filename) if exc.filename is not None else None
+    reason = exc.strerror or str(exc)
+    target = f"cannot write {name}" if name is not None else "a file could not be written"
+    if exc.errno in _NO_ROOM:
+        return f"{target}: {reason}; free some space or choose another output folder"
+    if exc.errno == errno.EROFS:
+        return f"{target}: {reason}; choose another output folder"
+    if exc.errno in _FORBIDDEN and name is not None:
+        return (f"cannot create or open {name}: {reason}; check its permissions, or choose "
+                f"another output folder")
+    return None
 
 
 def worker_death(exc: BaseException) -> str | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -83,6 +82,7 @@ class Job:
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
+    from ..output_names import check_dataset_name
     from ..paths import check_name
 
     name, sep, path = spec.partition("=")
@@ -90,7 +90,8 @@ def _split(spec: str, what: str) -> tuple[str | None, Path]:
         return None, Path(spec)
     if not name or not path:
         raise UserError(f"--{what} {spec!r}: expected NAME=DIR or DIR")
-    return check_name(name, f"--{what} {spec!r}: NAME", "ours"), Path(path)
+    check = check_dataset_name if what == "gt" else check_name  # a dataset is a sub-folder
+    return check(name, f"--{what} {spec!r}: NAME", "ours"), Path(path)
 
 
 def _default_name(folder: Path, what: str) -> str:
@@ -325,6 +326,7 @@ def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
     """Files about every dataset (rank 0): the combined table, evaluation.json, paper tables."""
     from ..report import write_results
     from ..report.publish import write_tables
+    from ..report.tables import write_eval_manifest
 
     out = Path(args.out)
     combined: dict[str, dict[str, float]] = {}
@@ -335,10 +337,8 @@ def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
             comparison.setdefault(method, {})[job.name] = values
     if len(jobs) > 1:
         write_results(combined, out, row_label="dataset/method")
-    datasets = {job.name: job.out_dir.relative_to(out).as_posix() if job.out_dir != out else "."
-                for job in jobs}
-    (out / "evaluation.json").write_text(json.dumps({"kind": "eval", "datasets": datasets},
-                                                    indent=2) + "\n")
+    write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts, *job.preds.values())
+                                                       for p in files.values()]) for job in jobs})
     write_tables(comparison, args)
     logger.info("results written to %s", args.out)
 

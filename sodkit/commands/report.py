@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.publish import (
         check_output_file,
         check_table_outputs,
+        check_tables,
         parse_metrics,
         write_file,
         write_tables,
@@ -41,10 +42,11 @@ def run(args: argparse.Namespace) -> int:
     out = check_output_file(args.out, folders, args.force, "--out")
     check_table_outputs(args, folders)
     sources = load_sources(folders)
-    page = build_report(sources, parse_metrics(args.metrics))
-    write_file(out, lambda path: path.write_text(page, encoding="utf-8"))
     comparison: dict[str, dict[str, dict[str, float]]] = {}
     for source in sources:
-        comparison.update(source.results)
+        comparison.update(source.results)  # method names are distinct across sources
+    check_tables(comparison, args)  # before the page: nothing is written on a refusal
+    page = build_report(sources, parse_metrics(args.metrics))
+    write_file(out, lambda path: path.write_text(page, encoding="utf-8"))
     write_tables(comparison, args)
     return 0

@@ -17,6 +17,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from ..errors import UserError
+from ..output_names import check_dataset_name
 from ..paths import check_name
 from .schema import Config
 
@@ -227,7 +228,7 @@ def _check_values(cfg: Config) -> None:
     for split in ("train", "test"):
         for i, dataset in enumerate(getattr(cfg.data, split)):
             if dataset.name:  # a derived name (preset, root folder) is checked when resolved
-                check_name(dataset.name, f"data.{split}.{i}.name", "ECSSD", ConfigError)
+                check_dataset_name(dataset.name, f"data.{split}.{i}.name", "ECSSD", ConfigError)
 
 
 def to_dict(cfg: Any) -> Any:
@@ -236,4 +237,6 @@ def to_dict(cfg: Any) -> Any:
 
 def save_config(cfg: Config, path: str | Path) -> None:
     """Write the resolved config; ``load_config`` of the file gives back an equal Config."""
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    from ..atomic import write_atomic
+
+    write_atomic(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -24,7 +24,7 @@ from ..config.loader import ConfigError
 from ..config.schema import DatasetCfg
 from ..errors import DataError
 from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask
-from ..paths import check_name
+from ..output_names import check_dataset_name
 from .presets import PRESETS, get_preset
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> 
     list_file = cfg.list_file
     if list_file:
         list_file = str(_absolute(list_file, str(root_path)))
-    name = check_name(name or root_path.name, f"{where}.name", "ECSSD", ConfigError)
+    name = check_dataset_name(name or root_path.name, f"{where}.name", "ECSSD", ConfigError)
     return dataclasses.replace(cfg, name=name, root=str(root_path),
                                image_dir=image_dir, mask_dir=mask_dir, list_file=list_file)
 

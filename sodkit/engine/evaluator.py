@@ -9,6 +9,7 @@ later gives the same numbers.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -22,9 +23,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
+from ..atomic import write_atomic
 from ..config import Config
 from ..errors import Preempted
-from ..imageio import encode_mask, write_bytes
+from ..imageio import encode_mask
 from ..metrics import SODMetrics, scalar_metrics
 from ..paths import inside
 from ..visualize import denormalize, make_grid, to_rgb
@@ -40,6 +42,7 @@ class EvalResult:
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataset -> compute()
     samples: list[list[np.ndarray]] = field(default_factory=list)  # rows of image | GT | pred
     per_image: list[dict[str, str]] = field(default_factory=list)  # results_per_image.csv rows
+    folders: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # datasets.json
 
     def scalars(self) -> dict[str, dict[str, float]]:
         return {name: scalar_metrics(result) for name, result in self.metrics.items()}
@@ -63,10 +66,12 @@ class MaskWriter:
         """This rank's files of one batch (every rank calls it once per round; an evaluation
         that writes nothing sends nothing and makes no collective)."""
         self.done += 1
-        if self.write:
-            for part in self.runtime.gather_to_main(files) or []:
-                for path, data in part:
-                    write_bytes(path, data)
+        if not self.write:
+            return
+        for part in self.runtime.gather_to_main(files) or []:
+            for path, data in part:  # whole masks only, named when the disk is full
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(path, data)
 
     def finish(self) -> None:
         """Join the rounds that longer shards still need."""
@@ -132,6 +137,7 @@ def evaluate(
             if runtime.is_main:
                 result.metrics[name] = merged.compute()
                 result.per_image += _per_image(merged, loader, pred_root, name)
+                result.folders[name] = _input_folders(loader.dataset.pairs)
                 if not result.samples:
                     result.samples = samples
     runtime.barrier()
@@ -197,20 +203,31 @@ def _per_image(metrics: SODMetrics, loader: DataLoader, pred_root: Path | None,
     return per_image_rows(name, "", metrics.per_image(), files)
 
 
+def _input_folders(pairs: list) -> dict[str, list[str]]:
+    """The image and mask folders of a dataset (``datasets.json``: ``sodkit report`` shows the
+    images of these folders, and of the run folder, and nothing else)."""
+    from ..report.confine import folders_of
+
+    return {"images": folders_of(p.image for p in pairs),
+            "masks": folders_of(p.mask for p in pairs)}
+
+
 def samples_image(result: EvalResult) -> np.ndarray | None:
     return make_grid(result.samples) if result.samples else None
 
 
 def write_eval_outputs(result: EvalResult, run_dir: Path, report: bool = True) -> None:
-    """results.{json,md,csv}, results_per_image.csv, curves.json, curves/{pr,fm}.png,
-    samples.png and (unless ``report`` is false: training writes it after its final save, so
-    that it lists the final checkpoints) report.html in the run folder (rank 0)."""
+    """results.{json,md,csv}, results_per_image.csv, datasets.json, curves.json,
+    curves/{pr,fm}.png, samples.png and (unless ``report`` is false: training writes it after
+    its final save, so that it lists the final checkpoints) report.html in the run folder
+    (rank 0)."""
     from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
     from ..visualize import write_rgb
 
     scalars = result.scalars()
     write_results(scalars, run_dir, row_label="dataset")
     write_per_image_csv(result.per_image, run_dir)
+    write_atomic(run_dir / "datasets.json", json.dumps(result.folders, indent=2) + "\n")
     write_curves_json(result.metrics, run_dir)
     plot_curves(result.metrics, run_dir / "curves")
     grid = samples_image(result)

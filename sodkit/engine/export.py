@@ -10,8 +10,6 @@ symbolic) two more sizes, neither a multiple of 32, are checked as well.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -45,23 +43,18 @@ def parity_sizes(size: tuple[int, int], dynamic: bool) -> list[tuple[int, int]]:
 
 def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: int,
                 dynamic: bool) -> None:
-    """Write ``path`` atomically (a temporary file in the same folder, then renamed)."""
+    """Write ``path`` whole or not at all, with the user's umask (:mod:`sodkit.atomic`)."""
+    from ..atomic import atomic_target
+
     model.eval()
     dummy = torch.randn(1, 3, *size)
     axes = {0: "batch", 2: "height", 3: "width"}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
-            torch.onnx.export(
-                model, (dummy,), tmp, dynamo=False, opset_version=opset,
-                input_names=["image"], output_names=["saliency"],
-                dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_target(path) as tmp, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+        torch.onnx.export(
+            model, (dummy,), str(tmp), dynamo=False, opset_version=opset,
+            input_names=["image"], output_names=["saliency"],
+            dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
 
 
 def check_parity(model: SaliencyModel, path: Path, sizes: list[tuple[int, int]],

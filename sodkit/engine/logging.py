@@ -8,8 +8,10 @@ cluster schedulers), as users expect.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,9 +44,28 @@ def setup_logging(log_file: Path | None, is_main: bool) -> None:
             if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename) == log_file:
                 return
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_file)
+        handler = _LogFile(log_file)
         handler.setFormatter(logging.Formatter(_FORMAT))
         root.addHandler(handler)
+
+
+class _LogFile(logging.FileHandler):
+    """``train.log`` / ``test.log``. A write that fails (a full disk) is one warning line on the
+    console, once, instead of logging's traceback per record; the console keeps the log."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        if not self.failed:
+            self.failed = True
+            error = sys.exc_info()[1]
+            reason = getattr(error, "strerror", None) or error
+            sys.stderr.write(f"warning: cannot write {self.baseFilename}: {reason}; the log "
+                             f"goes on on the console only\n")
 
 
 def _hide_progress_lines_on_terminal(record: logging.LogRecord) -> bool:
@@ -120,37 +141,71 @@ class Throughput:
 
 
 class TensorBoard:
-    """A SummaryWriter on rank 0 and a no-op elsewhere, so call sites need no rank checks."""
+    """A SummaryWriter on rank 0 and a no-op elsewhere, so call sites need no rank checks.
+
+    A write that fails (a full disk, a file size limit) is one warning line, and the curves stop
+    there: training goes on, and the next checkpoint that does not fit stops the run in one
+    line (``sodkit.torchfile.save_atomic``). TensorBoard's writer thread re-raises such an error
+    with a traceback of its own; :func:`_quiet_writer_threads` leaves it to the next call here.
+    """
 
     def __init__(self, log_dir: Path | None, purge_step: int | None = None) -> None:
         """``purge_step``: a resumed run's first step; TensorBoard drops the events an
         interrupted run wrote from that step on, so curves have no duplicate points."""
         self.writer = None
+        self.log_dir = log_dir
         if log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
 
+            _quiet_writer_threads()
             self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
 
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> None:
+        if self.writer is None:
+            return
+        try:
+            getattr(self.writer, method)(*args, **kwargs)
+        except OSError as exc:
+            writer, self.writer = self.writer, None
+            logging.getLogger(__name__).warning(
+                "cannot write the TensorBoard events in %s: %s; the curves stop here",
+                self.log_dir, exc.strerror or exc)
+            with contextlib.suppress(Exception):
+                writer.close()
+
     def scalars(self, values: dict[str, float], step: int) -> None:
-        if self.writer is not None:
-            for tag, value in values.items():
-                self.writer.add_scalar(tag, value, step)
+        for tag, value in values.items():
+            self._call("add_scalar", tag, value, step)
 
     def image(self, tag: str, image_hwc: np.ndarray, step: int) -> None:
-        if self.writer is not None:
-            self.writer.add_image(tag, image_hwc, step, dataformats="HWC")
+        self._call("add_image", tag, image_hwc, step, dataformats="HWC")
 
     def text(self, tag: str, text: str, step: int = 0) -> None:
-        if self.writer is not None:
-            self.writer.add_text(tag, text, step)
+        self._call("add_text", tag, text, step)
 
     def flush(self) -> None:
-        if self.writer is not None:
-            self.writer.flush()
+        self._call("flush")
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        self._call("close")
+        self.writer = None
+
+
+def _quiet_writer_threads() -> None:
+    """Keep TensorBoard's writer thread from printing a traceback for an OSError: the writer
+    raises it again at its next call, where :class:`TensorBoard` turns it into one line."""
+    previous = threading.excepthook
+    if getattr(previous, "sodkit_quiet", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        thread = type(args.thread).__name__ if args.thread is not None else ""
+        if thread == "_AsyncWriterThread" and issubclass(args.exc_type, OSError):
+            return
+        previous(args)
+
+    hook.sodkit_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def format_metrics(values: dict[str, Any]) -> str:

@@ -6,6 +6,9 @@
 * ``latex`` / ``xlsx``: paper tables (booktabs; datasets as column groups, methods as rows);
 * ``sources`` / ``training``: reading run folders and ``sodkit eval`` outputs back, the training
   curves from TensorBoard events (or ``train.log``) and checkpoints' epoch / step, without torch;
+* ``confine`` / ``inputs``: what a received folder may make the report read (nothing outside it
+  but the input folders its evaluation recorded), and each file checked for its shape;
+* ``cells``: text cells of CSV and xlsx tables that no spreadsheet evaluates;
 * ``html``: the self-contained ``report.html`` of one run or a comparison of several;
 * ``publish``: the command-line options of the paper tables and the rules for writing files.
 

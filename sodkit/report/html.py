@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .confine import Reach
 from .figures import curves_uri, thumbnail_uri, training_uri
 from .ranking import column_ranks, lower_is_better
 from .sources import Source, load_sources
@@ -121,8 +122,9 @@ def _img(uri: str | None, alt: str, css: str = "") -> str:
     return f'<img src="{uri}" alt="{_e(alt)}"{css}>'
 
 
-def _tile(row: Mapping[str, Any]) -> str:
-    images = "".join(_img(thumbnail_uri(row[key]), key) for key in ("image", "gt", "prediction"))
+def _tile(row: Mapping[str, Any], reach: Reach) -> str:
+    images = "".join(_img(thumbnail_uri(reach.image(row[key])), key)
+                     for key in ("image", "gt", "prediction"))
     return (f"<figure>{images}<figcaption>{_e(row['stem'])}: MAE {row['MAE']:.4f}, "
             f"S {row['Smeasure']:.3f}</figcaption></figure>")
 
@@ -139,10 +141,10 @@ def gallery(source: Source, count: int = GALLERY) -> str:
         best, worst = rows[:count], rows[max(count, len(rows) - count):][::-1]
         label = dataset if len(source.results) == 1 else f"{dataset}, {method}"
         parts.append(f"<h3>{_e(label)}: best {len(best)} by MAE</h3>"
-                     + "".join(_tile(r) for r in best))
+                     + "".join(_tile(r, source.reach) for r in best))
         if worst:
             parts.append(f"<h3>{_e(label)}: worst {len(worst)} by MAE</h3>"
-                         + "".join(_tile(r) for r in worst))
+                         + "".join(_tile(r, source.reach) for r in worst))
     if not parts:
         return "<p>No per-image scores (results_per_image.csv) in this folder.</p>"
     return "<p>Each: image | GT | prediction.</p>" + "".join(parts)
@@ -214,6 +216,34 @@ def _several(sources: Sequence[Source], metrics: Sequence[str]) -> str:
     return "".join(parts)
 
 
+def _listed(items: Sequence[str], count: int = 10) -> str:
+    more = f" and {len(items) - count} more" if len(items) > count else ""
+    return ", ".join(f"<code>{_e(item)}</code>" for item in items[:count]) + more
+
+
+def notes(sources: Sequence[Source]) -> str:
+    """What the page read from outside the folders, what it refused to read, and the methods
+    it renamed; each folder's refusals are also one warning line."""
+    parts = []
+    for source in sources:
+        outside = source.reach.outside_folders()
+        if outside:
+            parts.append(f"<li>Images of {_e(source.folder)} were read from the input folders "
+                         f"its evaluation recorded: {_listed(outside)}.</li>")
+        skipped = list(dict.fromkeys(source.reach.skipped))
+        if skipped:
+            parts.append(f"<li>{len(skipped)} files named in {_e(source.folder)} were not read: "
+                         f"they lie outside it and outside the input folders its evaluation "
+                         f"recorded: {_listed(skipped)}.</li>")
+        source.reach.warn()
+        if source.renamed:
+            shown = ", ".join(f"{_e(old)} as <code>{_e(new)}</code>"
+                              for old, new in source.renamed.items())
+            parts.append(f"<li>Methods of {_e(source.folder)} that another folder holds too are "
+                         f"shown as name@folder: {shown}.</li>")
+    return f'<ul id="notes">{"".join(parts)}</ul>' if parts else ""
+
+
 def build_report(sources: Sequence[Source], metrics: Sequence[str] = STANDARD_ORDER,
                  title: str | None = None) -> str:
     """The whole page as text (``metrics``: the columns of a comparison; one run shows all
@@ -221,6 +251,7 @@ def build_report(sources: Sequence[Source], metrics: Sequence[str] = STANDARD_OR
     single = len(sources) == 1 and len(sources[0].results) == 1
     title = title or ("sodkit report: " + ", ".join(s.label for s in sources))
     body = _single(sources[0]) if single else _several(sources, metrics)
+    body = notes(sources) + body  # after the body: the gallery is where images are refused
     folders = ", ".join(_e(s.folder) for s in sources)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta name="generator" content="sodkit report {__version__}">'
@@ -233,7 +264,7 @@ def build_report(sources: Sequence[Source], metrics: Sequence[str] = STANDARD_OR
 def write_report(folders: Sequence[str | Path], out: str | Path,
                  metrics: Sequence[str] = STANDARD_ORDER) -> Path:
     """Read ``folders`` and write their report to ``out`` (no checks: callers vet ``out``)."""
+    from ..atomic import write_atomic
+
     page = build_report(load_sources(list(folders)), metrics)
-    out = Path(out)
-    out.write_text(page, encoding="utf-8")
-    return out
+    return write_atomic(out, page)

@@ -72,24 +72,42 @@ def check_output_file(path: str | Path, inputs: Sequence[Path], force: bool, wha
 
 
 def write_file(path: Path, write: Callable[[Path], None]) -> None:
-    """Create the parent folder as sodkit's if it is missing, then ``write(path)``."""
+    """Create the parent folder as sodkit's if it is missing, then ``write`` the file whole or
+    not at all (:func:`sodkit.atomic.atomic_target`: a temporary file, renamed over ``path``)."""
+    from ..atomic import atomic_target
     from ..paths import claim_folder
 
     if not path.parent.exists():
         claim_folder(path.parent, "report")
-    write(path)
+    with atomic_target(path) as tmp:
+        write(tmp)
     logger.info("wrote %s", path)
 
 
+MAX_DECIMALS = 12  # a float holds ~16 significant digits; the scores are in [0, 1]
+
+
 def parse_metrics(text: str) -> list[str]:
+    """The ``--metrics`` names, each a metric sodkit computes (a UserError names the others)."""
+    from ..metrics.results import METRIC_KEYS
+
     metrics = [m.strip() for m in text.split(",") if m.strip()]
     if not metrics:
         raise UserError("--metrics: name at least one metric, e.g. --metrics MAE,Smeasure")
+    unknown = [m for m in metrics if m not in METRIC_KEYS]
+    if unknown:
+        raise UserError(f"--metrics: unknown {', '.join(unknown)}; choose from "
+                        f"{', '.join(METRIC_KEYS)}")
     return metrics
 
 
 def check_table_outputs(args: argparse.Namespace, inputs: Sequence[Path]) -> None:
-    """Before any work: the ``--latex`` / ``--xlsx`` files may be written."""
+    """Before any work: ``--metrics`` and ``--decimals`` make sense, and the ``--latex`` /
+    ``--xlsx`` files may be written."""
+    parse_metrics(args.metrics)
+    if not 0 <= args.decimals <= MAX_DECIMALS:
+        raise UserError(f"--decimals {args.decimals}: give 0 to {MAX_DECIMALS} digits, e.g. "
+                        f"--decimals 3")
     for flag in ("latex", "xlsx"):
         if getattr(args, flag, None):
             check_output_file(getattr(args, flag), inputs, getattr(args, "force", False),
@@ -98,23 +116,24 @@ def check_table_outputs(args: argparse.Namespace, inputs: Sequence[Path]) -> Non
         from .xlsx import _openpyxl
 
         _openpyxl()
-    from ..metrics.results import METRIC_KEYS
 
-    unknown = [m for m in parse_metrics(args.metrics) if m not in METRIC_KEYS]
-    if unknown and (args.latex or args.xlsx):
-        raise UserError(f"--metrics: unknown {', '.join(unknown)}; choose from "
-                        f"{', '.join(METRIC_KEYS)}")
+
+def check_tables(comparison: Comparison, args: argparse.Namespace) -> None:
+    """Before anything is written: the results hold every metric the paper tables show."""
+    if not (args.latex or args.xlsx):
+        return
+    known = {m for per in comparison.values() for values in per.values() for m in values}
+    unknown = [m for m in parse_metrics(args.metrics) if m not in known]
+    if unknown:
+        raise UserError(f"--metrics: no results hold {', '.join(unknown)}; known: "
+                        f"{', '.join(sorted(known))}")
 
 
 def write_tables(comparison: Comparison, args: argparse.Namespace) -> None:
     """Write ``--latex`` and ``--xlsx`` (if asked) for ``{method: {dataset: {metric: v}}}``."""
+    check_tables(comparison, args)
     metrics = parse_metrics(args.metrics)
     datasets = datasets_of(comparison)
-    known = {m for per in comparison.values() for values in per.values() for m in values}
-    unknown = [m for m in metrics if m not in known]
-    if unknown:
-        raise UserError(f"--metrics: no results hold {', '.join(unknown)}; known: "
-                        f"{', '.join(sorted(known))}")
     if args.latex:
         from .latex import latex_table
 

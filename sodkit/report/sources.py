@@ -5,18 +5,28 @@ for one model, named after the run; a ``sodkit eval`` output holds ``evaluation.
 a folder per dataset, each with ``results.json`` as ``{method: metrics}``. Both become a
 :class:`Source`: ``results[method][dataset][metric]``, ``curves[dataset][method]`` and the
 per-image rows.
+
+Every file is read through the folder's :class:`~sodkit.report.confine.Reach` (nothing outside
+the folder, see there) and checked for its shape (:mod:`sodkit.report.inputs`). A method name
+that two folders share (a run named like a method of an eval output, two eval outputs of the
+same methods) is shown as ``name@folder`` in every row, with a warning line saying so, so that
+no folder's numbers silently replace another's.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from .confine import Reach
+from .inputs import curves_table, eval_manifest, folder_lists, metrics_table, read_json, run_config
 from .tables import read_per_image_csv
 from .training import Series, checkpoint_info, training_scalars
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,6 +42,12 @@ class Source:
     config: str | None = None
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     training: Series = field(default_factory=dict)
+    reach: Reach | None = None
+    renamed: dict[str, str] = field(default_factory=dict)  # method -> name shown
+
+    def __post_init__(self) -> None:
+        if self.reach is None:
+            self.reach = Reach(self.folder)
 
     @property
     def datasets(self) -> list[str]:
@@ -41,89 +57,124 @@ class Source:
         return seen
 
 
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read {path}: {exc}") from exc
-
-
-def _label(folder: Path) -> str:
-    import yaml
-
-    config = folder / "config.yaml"
-    if config.is_file():
-        name = (yaml.safe_load(config.read_text()) or {}).get("name")
+def _label(reach: Reach) -> str:
+    config = reach.own("config.yaml")
+    if config is not None:
+        name = run_config(config).get("name")
         if isinstance(name, str) and name:
             return name
-    return folder.resolve().name
+    return reach.root.name
 
 
-def _load_run(folder: Path, source: Source) -> None:
-    method = source.label
-    for dataset, metrics in _json(folder / "results.json").items():
+def _load_run(source: Source) -> None:
+    reach, method = source.reach, source.label
+    for dataset, metrics in metrics_table(reach.own("results.json")).items():
         source.results.setdefault(method, {})[dataset] = metrics
-    curves = folder / "curves.json"
-    for dataset, values in (_json(curves) if curves.is_file() else {}).items():
+    curves = reach.own("curves.json")
+    for dataset, values in (curves_table(curves) if curves else {}).items():
         source.curves.setdefault(dataset, {})[method] = values
-    rows = read_per_image_csv(folder / "results_per_image.csv")
-    for row in rows:
+    table = reach.own("results_per_image.csv")
+    source.per_image = read_per_image_csv(table) if table else []
+    for row in source.per_image:
         row["method"] = row["method"] or method
-        for key in ("image", "gt", "prediction"):
-            if row[key] and not Path(row[key]).is_absolute():
-                row[key] = str(folder / row[key])
-    source.per_image = rows
-    if (folder / "config.yaml").is_file():
-        source.config = (folder / "config.yaml").read_text()
-    for path in sorted((folder / "checkpoints").glob("*.pt")):
-        info = checkpoint_info(path)
+    recorded = reach.own("datasets.json")
+    if recorded is not None:
+        reach.record_inputs(folder_lists(recorded, read_json(recorded), "the file"))
+    config = reach.own("config.yaml")
+    if config is not None:
+        source.config = config.read_text(encoding="utf-8", errors="replace")
+    for path in sorted((source.folder / "checkpoints").glob("*.pt")):
+        info = checkpoint_info(path) if reach.check_own(path) else None
         if info is not None:
             source.checkpoints.append(info)
-    source.training = training_scalars(folder)
+    source.training = training_scalars(source.folder, reach)
 
 
-def _load_eval(folder: Path, source: Source, manifest: dict[str, Any]) -> None:
-    from ..paths import inside
+def _load_eval(source: Source, manifest: dict[str, Any], path: Path) -> None:
+    from ..paths import name_problem
 
+    reach = source.reach
+    reach.record_inputs(folder_lists(path, manifest.get("inputs", {}), "'inputs'"))
     for dataset, sub in manifest.get("datasets", {}).items():
-        where = folder if sub == "." else inside(folder, sub)
-        for method, metrics in _json(where / "results.json").items():
+        if sub != "." and name_problem(sub) is not None:
+            raise UserError(f"{path}: datasets.{dataset} names {sub!r}, not a sub-folder of "
+                            f"{source.folder}; it is damaged or was not written by sodkit")
+        parts = () if sub == "." else (sub,)
+        results = reach.own(*parts, "results.json")
+        if results is None:
+            raise UserError(f"{path} lists dataset {dataset!r} in {source.folder / sub}, which "
+                            f"holds no results.json")
+        for method, metrics in metrics_table(results).items():
             source.results.setdefault(method, {})[dataset] = metrics
-        curves = where / "curves.json"
-        if curves.is_file():
-            source.curves[dataset] = _json(curves)
-        source.per_image += read_per_image_csv(where / "results_per_image.csv")
+        curves = reach.own(*parts, "curves.json")
+        if curves is not None:
+            source.curves[dataset] = curves_table(curves)
+        table = reach.own(*parts, "results_per_image.csv")
+        source.per_image += read_per_image_csv(table) if table else []
 
 
 def load_source(folder: str | Path) -> Source:
-    """Read a run folder or an eval output; a UserError names what is missing."""
+    """Read a run folder or an eval output; a UserError names what is missing or damaged."""
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder (give a run folder or a sodkit eval output)")
-    manifest = folder / "evaluation.json"
-    if manifest.is_file() and _json(manifest).get("kind") == "eval":
-        source = Source(folder, folder.resolve().name, "eval")
-        _load_eval(folder, source, _json(manifest))
-    elif (folder / "results.json").is_file():
-        source = Source(folder, _label(folder), "run")
-        _load_run(folder, source)
+    reach = Reach(folder)
+    manifest_path = reach.own("evaluation.json")
+    manifest = eval_manifest(manifest_path) if manifest_path else None
+    if manifest is not None and manifest.get("kind") == "eval":
+        source = Source(folder, reach.root.name, "eval", reach=reach)
+        _load_eval(source, manifest, manifest_path)
+    elif reach.own("results.json") is not None:
+        source = Source(folder, _label(reach), "run", reach=reach)
+        _load_run(source)
     else:
         raise UserError(f"{folder} holds no results.json: give a folder written by sodkit "
                         f"train, test or eval")
     return source
 
 
-def load_sources(folders: list[str | Path]) -> list[Source]:
-    """Every folder's source, runs with the same name told apart by their parent folder."""
-    sources = [load_source(f) for f in folders]
-    names = [s.label for s in sources]
+def _tags(holders: list[Source]) -> list[str]:
+    """Short distinct names of folders: their names, else more of their paths, else numbers."""
+    for depth in (1, 2, 3):
+        tags = ["/".join(s.reach.root.parts[-depth:]) for s in holders]
+        if len(set(tags)) == len(tags):
+            return tags
+    return [f"{tag} ({i + 1})" for i, tag in enumerate(tags)]
+
+
+def _rename(source: Source, old: str, new: str) -> None:
+    source.results = {new if m == old else m: v for m, v in source.results.items()}
+    for per_method in source.curves.values():
+        if old in per_method:
+            per_method[new] = per_method.pop(old)
+    for row in source.per_image:
+        row["method"] = new if row["method"] == old else row["method"]
+    if source.kind == "run" and source.label == old:
+        source.label = new
+    source.renamed[old] = new
+
+
+def tell_apart(sources: list[Source]) -> None:
+    """Rename every method that several folders hold to ``name@folder``, with a warning."""
+    holders: dict[str, list[Source]] = {}
     for source in sources:
-        if source.kind == "run" and names.count(source.label) > 1:
-            old = source.label
-            source.label = f"{source.folder.resolve().parent.name}/{old}"
-            source.results = {source.label: source.results.pop(old)}
-            for per_method in source.curves.values():
-                per_method[source.label] = per_method.pop(old)
-            for row in source.per_image:
-                row["method"] = source.label if row["method"] == old else row["method"]
+        for method in source.results:
+            holders.setdefault(method, []).append(source)
+    taken = set(holders)
+    for method, owners in holders.items():
+        if len(owners) < 2:
+            continue
+        names = [f"{method}@{tag}" for tag in _tags(owners)]
+        names = [name if name not in taken else f"{name} ({i + 1})"
+                 for i, name in enumerate(names)]
+        for source, name in zip(owners, names, strict=True):
+            _rename(source, method, name)
+        pairs = ", ".join(f"{name} ({s.folder})" for s, name in zip(owners, names, strict=True))
+        logger.warning("method %r is in %d folders; shown as %s", method, len(owners), pairs)
+
+
+def load_sources(folders: list[str | Path]) -> list[Source]:
+    """Every folder's source; methods of the same name in several folders told apart."""
+    sources = [load_source(f) for f in folders]
+    tell_apart(sources)
     return sources

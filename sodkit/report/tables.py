@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from ..atomic import atomic_target, write_atomic
 from ..metrics.results import PER_IMAGE_KEYS
+from .cells import inert
 
 CURVES_SAVED = ("precision_curve", "recall_curve", "fm_curve", "em_curve")
 PER_IMAGE_SCORES = PER_IMAGE_KEYS  # each image's own scores, as SODMetrics.per_image()
@@ -76,14 +78,28 @@ def write_results(
     out.mkdir(parents=True, exist_ok=True)
     plain = {str(row): {str(k): float(v) for k, v in values.items()} for row, values in
              results.items()}
-    (out / "results.json").write_text(json.dumps(plain, indent=2) + "\n")
-    (out / "results.md").write_text(markdown_table(plain, row_label))
+    write_atomic(out / "results.json", json.dumps(plain, indent=2) + "\n")
+    write_atomic(out / "results.md", markdown_table(plain, row_label))
     columns = metric_columns(plain)
-    with open(out / "results.csv", "w", newline="") as handle:
+    with atomic_target(out / "results.csv") as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow([row_label, *columns])
+        writer.writerow([inert(label) for label in (row_label, *columns)])
         for row, values in plain.items():
-            writer.writerow([row, *(repr(values[c]) if c in values else "" for c in columns)])
+            writer.writerow([inert(row), *(repr(values[c]) if c in values else ""
+                                           for c in columns)])
+
+
+def write_eval_manifest(out: Path, datasets: Mapping[str, tuple[Path, Sequence[Path]]]) -> None:
+    """``evaluation.json`` of ``sodkit eval`` from ``{dataset: (its folder, the files read)}``:
+    ``datasets`` maps each to its sub-folder of ``out`` ("." for ``out`` itself), ``inputs`` to
+    the folders its per-image rows name (what ``sodkit report`` may show images of)."""
+    from .confine import folders_of
+
+    manifest = {"kind": "eval",
+                "datasets": {name: folder.relative_to(out).as_posix() if folder != out else "."
+                             for name, (folder, _) in datasets.items()},
+                "inputs": {name: folders_of(files) for name, (_, files) in datasets.items()}}
+    write_atomic(out / "evaluation.json", json.dumps(manifest, indent=2) + "\n")
 
 
 def plot_label(name: str) -> str:
@@ -130,7 +146,8 @@ def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) ->
         if axes.lines:
             axes.legend(loc="lower left" if name == "pr" else "lower center", fontsize=8)
         figure.subplots_adjust(left=0.13, right=0.96, bottom=0.11, top=0.93)
-        figure.savefig(out / f"{name}.png")
+        with atomic_target(out / f"{name}.png") as tmp:
+            figure.savefig(tmp, format="png")
 
 
 def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> Path:
@@ -144,7 +161,7 @@ def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Pa
              for label, values in curves.items()}
     path = Path(out_dir) / "curves.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({k: v for k, v in plain.items() if v}) + "\n")
+    write_atomic(path, json.dumps({k: v for k, v in plain.items() if v}) + "\n")
     return path
 
 
@@ -174,21 +191,60 @@ def write_per_image_csv(rows: Sequence[Mapping[str, str]], out_dir: str | Path) 
     """``results_per_image.csv`` (:data:`PER_IMAGE_COLUMNS`, scores at full precision)."""
     path = Path(out_dir) / "results_per_image.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
+    text = ("dataset", "method", "stem", *PER_IMAGE_FILES)
+    with atomic_target(path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=PER_IMAGE_COLUMNS)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({**row, **{key: inert(row[key]) for key in text}} for row in rows)
     return path
 
 
+PER_IMAGE_NEEDED = ("dataset", "method", "stem", "MAE", "Smeasure", *PER_IMAGE_FILES)
+
+
 def read_per_image_csv(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a ``results_per_image.csv``, scores as floats; missing file -> []."""
+    """Rows of a ``results_per_image.csv``, scores as floats and text cells as written before
+    :func:`~sodkit.report.cells.inert` (missing file -> []).
+
+    Raises:
+        UserError: the file lacks a column the report needs, a score is not a number, or a
+            line is not CSV (a field over csv's 128 KB limit, a NUL byte), naming the line.
+    """
+    from ..errors import UserError
+    from .cells import restore
+
     path = Path(path)
     if not path.is_file():
         return []
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = []
+    with open(path, newline="", encoding="utf-8", errors="replace") as handle:
+        reader = csv.DictReader(handle)
+        try:
+            missing = [c for c in PER_IMAGE_NEEDED if c not in (reader.fieldnames or [])]
+            if missing:
+                raise UserError(f"{path}: no column {', '.join(missing)}; {_NOT_OURS}")
+            for row in reader:
+                rows.append(_per_image_row(row, path, reader.line_num))
+        except csv.Error as exc:
+            raise UserError(f"{path}: line {reader.line_num + 1}: {exc}; {_NOT_OURS}") from None
     for row in rows:
-        for key in PER_IMAGE_SCORES:
-            row[key] = float(row[key]) if row.get(key) not in (None, "") else math.nan
+        for key in ("dataset", "method", "stem", *PER_IMAGE_FILES):
+            row[key] = restore(row[key] or "")
     return rows
+
+
+_NOT_OURS = ("it is damaged or was not written by sodkit; move it out of the folder (or "
+             "re-create it with sodkit test / eval) and run again")
+
+
+def _per_image_row(row: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
+    from ..errors import UserError
+
+    for key in PER_IMAGE_SCORES:
+        text = row.get(key)
+        try:
+            row[key] = float(text) if text not in (None, "") else math.nan
+        except ValueError:
+            raise UserError(f"{path}: line {line}: {key} {text[:40]!r} is not a number; "
+                            f"{_NOT_OURS}") from None
+    return row

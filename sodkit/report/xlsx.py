@@ -2,6 +2,8 @@
 
 One sheet: a row of dataset groups (merged cells), a row of metric names, a row per method;
 the best three per column marked like the LaTeX table (bold / underline / italic, or fills).
+Every name is a string cell (:func:`~sodkit.report.cells.text_cell`: never a formula, whatever
+it starts with); every score a number.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import UserError
+from .cells import text_cell
 from .ranking import Comparison, column_ranks, lower_is_better
 
 FILLS = ("FFC7CE", "BDD7EE", "C6EFCE")  # red, blue, green tints for ranks 1, 2, 3
@@ -36,19 +39,19 @@ def write_xlsx(comparison: Comparison, datasets: Sequence[str], metrics: Sequenc
     sheet = book.active
     sheet.title = "results"
     ranked = column_ranks(comparison, datasets, metrics, decimals)
-    sheet.cell(1, 1, "dataset")
-    sheet.cell(2, 1, "method")
+    text_cell(sheet, 1, 1, "dataset")
+    text_cell(sheet, 2, 1, "method")
     for i, dataset in enumerate(datasets):
         first = 2 + i * len(metrics)
-        sheet.cell(1, first, dataset).alignment = Alignment(horizontal="center")
+        text_cell(sheet, 1, first, dataset).alignment = Alignment(horizontal="center")
         sheet.merge_cells(start_row=1, start_column=first, end_row=1,
                           end_column=first + len(metrics) - 1)
         for j, metric in enumerate(metrics):
             arrow = "↓" if lower_is_better(metric) else "↑"
-            sheet.cell(2, first + j, f"{metric} {arrow}").font = Font(bold=True)
+            text_cell(sheet, 2, first + j, f"{metric} {arrow}").font = Font(bold=True)
     fonts = (Font(bold=True), Font(underline="single"), Font(italic=True))
     for row, (method, per_dataset) in enumerate(comparison.items(), start=3):
-        sheet.cell(row, 1, method)
+        text_cell(sheet, row, 1, method)
         for i, dataset in enumerate(datasets):
             for j, metric in enumerate(metrics):
                 value = per_dataset.get(dataset, {}).get(metric)
