@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,26 @@ if TYPE_CHECKING:
     from torch import nn
 
     from ..config import Config
+
+
+def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[low, high]`` (``high`` None: no upper bound).
+
+    A value outside is a usage error that names the option and the range (exit 2), instead of
+    a traceback from deep inside the command (``--batch-size 0``, ``--opset 999``).
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            allowed = f"in [{low}, {high}]" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # how argparse names the type in its own messages
+    return parse
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

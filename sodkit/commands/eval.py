@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
+from ._common import int_in
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
@@ -65,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write into an --out folder that holds files sodkit did not write "
                              "(only files of the names it writes are replaced), and replace "
                              "--latex / --xlsx files sodkit did not write")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=int_in(1), default=None,
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
                              "among its processes); 1 measures in this process")

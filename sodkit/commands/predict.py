@@ -10,7 +10,8 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from ._common import add_weights_argument, load_weights
+from ..config.schema import MAX_SIZE, MIN_SIZE
+from ._common import add_weights_argument, int_in, load_weights
 
 HELP = "predict saliency masks for images (files or folders), each at its own resolution"
 
@@ -23,14 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="write into a folder that already holds files, replacing masks of "
                              "the same names (nothing else is touched)")
-    parser.add_argument("--size", type=int, help="network input side (default: the training size)")
+    parser.add_argument("--size", type=int_in(MIN_SIZE, MAX_SIZE),
+                        help="network input side (default: the training size)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     add_weights_argument(parser)
     parser.add_argument("--tta", nargs="*", choices=["hflip"], default=None,
                         help="test-time augmentation (default: the checkpoint's eval.tta; "
                              "--tta alone: none)")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=2, help="image decoding processes")
+    parser.add_argument("--batch-size", type=int_in(1, 1024), default=8)
+    parser.add_argument("--workers", type=int_in(0), default=2, help="image decoding processes")
 
 
 def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> None:

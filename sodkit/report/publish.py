@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..commands._common import int_in
 from ..errors import UserError
 from .ranking import PAPER_METRICS, Comparison, datasets_of
 
@@ -35,7 +36,7 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated columns of the paper tables (default "
                              f"{','.join(PAPER_METRICS)}; MAE and BER are errors: lower is "
                              f"better, every other metric higher)")
-    parser.add_argument("--decimals", type=int, default=3,
+    parser.add_argument("--decimals", type=int_in(0, 9), default=3,
                         help="digits shown in the paper tables (default 3); the best three are "
                              "ranked on the shown numbers")
 
