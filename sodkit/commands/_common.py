@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,12 @@ def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
 
     parse.__name__ = "int"  # how argparse names the type in its own messages
     return parse
+
+
+def user_path(text: str) -> str:
+    """An argparse ``type`` for a path the user names: ``~`` is the home folder (the shell
+    expands ``--out ~/x`` but leaves ``--out=~/x`` alone, which would create ``./~/x``)."""
+    return os.path.expanduser(text)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
-from ._common import int_in
+from ._common import int_in, user_path
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
@@ -60,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pred-suffix", default="",
                         help="prediction file names end with this after the GT stem, e.g. _sal "
                              "for <stem>_sal.png (may end with an extension: _sal.png)")
-    parser.add_argument("--out", required=True, help="folder for results.{json,md,csv}, pr.png, "
-                                                     "fm.png (a sub-folder per named dataset)")
+    parser.add_argument("--out", required=True, type=user_path,
+                        help="folder for results.{json,md,csv}, pr.png, fm.png (a sub-folder "
+                             "per named dataset)")
     parser.add_argument("--force", action="store_true",
                         help="write into an --out folder that holds files sodkit did not write "
                              "(only files of the names it writes are replaced), and replace "

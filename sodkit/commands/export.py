@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config.schema import MAX_SIZE
-from ._common import add_weights_argument, int_in, load_weights
+from ._common import add_weights_argument, int_in, load_weights, user_path
 
 HELP = "export a checkpoint's network (with its sigmoid) to ONNX and check it with onnxruntime"
 
@@ -19,7 +19,7 @@ MIN_OPSET = 11
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
-    parser.add_argument("--onnx", required=True, help="the .onnx file to write")
+    parser.add_argument("--onnx", required=True, type=user_path, help="the .onnx file to write")
     parser.add_argument("--size", type=int_in(32, MAX_SIZE), nargs=2, metavar=("H", "W"),
                         help="input size of the export (default: the training data.size)")
     parser.add_argument("--dynamic", action="store_true",

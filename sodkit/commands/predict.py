@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config.schema import MAX_SIZE, MIN_SIZE
-from ._common import add_weights_argument, int_in, load_weights
+from ._common import add_weights_argument, int_in, load_weights, user_path
 
 HELP = "predict saliency masks for images (files or folders), each at its own resolution"
 
@@ -19,7 +19,7 @@ HELP = "predict saliency masks for images (files or folders), each at its own re
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files and/or folders")
     parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
-    parser.add_argument("--out", required=True,
+    parser.add_argument("--out", required=True, type=user_path,
                         help="folder for the <stem>.png masks (new, empty, or sodkit's own)")
     parser.add_argument("--force", action="store_true",
                         help="write into a folder that already holds files, replacing masks of "

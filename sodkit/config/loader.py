@@ -18,7 +18,7 @@ import yaml
 
 from ..errors import UserError
 from ..paths import check_name
-from .ranges import check_ranges
+from .ranges import check_ranges, expand_paths
 from .schema import Config
 
 
@@ -100,6 +100,7 @@ def from_dict(cls: type, raw: Any, prefix: str) -> Any:
     kwargs = {key: _convert(hints[key], value, prefix + key) for key, value in raw.items()}
     built = cls(**kwargs)
     check_ranges(built, prefix, ConfigError)  # every numeric key: finite and in its range
+    expand_paths(built)  # output_root=~/runs: the home folder, not ./~/runs
     return built
 
 

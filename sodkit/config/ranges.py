@@ -1,4 +1,5 @@
-"""The allowed range of every numeric config key, declared beside its default.
+"""The allowed range of every numeric config key, declared beside its default; and the keys
+that hold a path, whose ``~`` is expanded.
 
 A schema field states its range once, ``lr: float = ranged(1e-3, above=0)``, and
 :func:`check_ranges` checks every such field of a built config section in one pass (the loader
@@ -10,18 +11,24 @@ message names the key and the range, e.g. ``optim.momentum: must be in [0, 1), g
 Lists are checked value by value (``data.std.1``) and, with ``length``, for their length.
 Dict-valued keys (``loss.terms``, ``model.backbone_kwargs``) hold numbers whose meaning belongs
 to their users (``build_criterion``, timm), which check them with :func:`check_number`.
+
+A path key (``output_root: str = path_field("output")``) gets its ``~`` expanded when the
+section is built, so ``output_root=~/runs`` means the home folder everywhere the value is used,
+not a folder named ``~`` in the current one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserError
 
 RANGE = "range"  # the key of a field's metadata holding its Range
+PATH = "path"  # a field's metadata key marking a path ("~" expanded)
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,19 @@ def ranged(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MIS
     if factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def path_field(default: str) -> Any:
+    """A dataclass field holding a path: ``~`` and ``~user`` are expanded when it is loaded."""
+    return dataclasses.field(default=default, metadata={PATH: True})
+
+
+def expand_paths(section: Any) -> None:
+    """Expand ``~`` in the path fields of dataclass instance ``section``, in place."""
+    for item in dataclasses.fields(section):
+        value = getattr(section, item.name)
+        if item.metadata.get(PATH) and isinstance(value, str) and value.startswith("~"):
+            setattr(section, item.name, os.path.expanduser(value))
 
 
 def check_number(value: Any, rule: Range, key: str, error: type[Exception] = UserError) -> None:

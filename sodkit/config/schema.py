@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .ranges import ranged
+from .ranges import path_field, ranged
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -220,8 +220,8 @@ class RuntimeCfg:
 @dataclass
 class Config:
     name: str = "run"  # run folder is <output_root>/<name>
-    output_root: str = "output"
-    data_root: str = ""  # base folder for relative dataset roots
+    output_root: str = path_field("output")  # "~" is the home folder, here and in every path
+    data_root: str = path_field("")  # base folder for relative dataset roots
     data: DataCfg = field(default_factory=DataCfg)
     model: ModelCfg = field(default_factory=ModelCfg)
     loss: LossCfg = field(default_factory=LossCfg)
