@@ -77,6 +77,35 @@ def pick_weights(state: dict[str, Any], which: str, source: Path) -> tuple[str, 
     return "model", state["model"]
 
 
+def check_finite_weights(weights: dict[str, Any], name: str, source: Path) -> None:
+    """Weights with a NaN or an infinity (a run that diverged) would predict NaN everywhere,
+    which quantises to all-black masks: refused once, when they are loaded."""
+    bad = [key for key, value in weights.items()
+           if hasattr(value, "is_floating_point") and value.is_floating_point()
+           and not bool(value.isfinite().all())]
+    if bad:
+        from ..errors import UserError
+
+        other = "; or --weights model" if name == "ema" else ""
+        raise UserError(f"{source}: the {name} weights hold NaN or infinite values ({len(bad)} "
+                        f"tensors, e.g. {bad[0]}): the run had diverged when it was saved; use "
+                        f"an earlier checkpoint{other}")
+
+
+def checkpoint_config(state: dict[str, Any], source: Path) -> Config:
+    """The config a checkpoint was trained with, checked like any config (ranges included: a
+    NaN ``data.std`` would normalise every image to NaN)."""
+    from ..config import Config, ConfigError, from_dict
+
+    if not isinstance(state.get("config"), dict):
+        raise ConfigError(f"{source} holds no training config; is it a sodkit checkpoint?")
+    try:
+        return from_dict(Config, state["config"], prefix="")
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: the config stored in the checkpoint is not valid: "
+                          f"{exc}") from None
+
+
 def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto"
                  ) -> str:
     """Load a checkpoint's weights (``which``: auto | ema | model), explaining a mismatch in
@@ -84,6 +113,7 @@ def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: s
     from ..errors import UserError
 
     name, weights = pick_weights(state, which, source)
+    check_finite_weights(weights, name, source)
     try:
         model.load_state_dict(weights)
     except RuntimeError as exc:

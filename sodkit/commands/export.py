@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config.schema import MAX_SIZE
-from ._common import add_weights_argument, int_in, load_weights, user_path
+from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
 
 HELP = "export a checkpoint's network (with its sigmoid) to ONNX and check it with onnxruntime"
 
@@ -57,7 +57,6 @@ def check_opset(opset: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import Config, from_dict
     from ..engine.export import TOLERANCE, SaliencyModel, check_parity, export_onnx, parity_sizes
     from ..errors import UserError
     from ..network import build_network
@@ -67,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     check_target(onnx, checkpoint, args.overwrite)
     check_opset(args.opset)
     state = load_checkpoint(checkpoint)
-    cfg = from_dict(Config, state["config"], prefix="")
+    cfg = checkpoint_config(state, checkpoint)
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
                         aux_outputs=False)
     which = load_weights(net, state, checkpoint, args.weights)

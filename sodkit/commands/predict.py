@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config.schema import MAX_SIZE, MIN_SIZE
-from ._common import add_weights_argument, int_in, load_weights, user_path
+from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
 
 HELP = "predict saliency masks for images (files or folders), each at its own resolution"
 
@@ -56,7 +56,7 @@ def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import Config, RuntimeCfg, from_dict
+    from ..config import RuntimeCfg
     from ..data import build_test_transform
     from ..engine.predictor import collect_inputs, predict_files
     from ..engine.runtime import Runtime
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_out(out, args.inputs, paths, args.force)
     state = load_checkpoint(args.checkpoint)
-    cfg = from_dict(Config, state["config"], prefix="")
+    cfg = checkpoint_config(state, Path(args.checkpoint))
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     model = build_network(replace(cfg.model, pretrained=None))  # weights come from the checkpoint
     load_weights(model, state, Path(args.checkpoint), args.weights)
