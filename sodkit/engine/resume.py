@@ -97,7 +97,7 @@ def load_model_state(model: nn.Module, state: dict[str, Any], cfg: Config,
         model.load_state_dict(tensors)
     except RuntimeError:
         changed = model_differences(state.get("config") or {}, cfg)
-        why = f"was trained with another network ({', '.join(changed)})" if changed else \
-            "another network's"
+        why = (f"was trained with another network ({', '.join(changed)})" if changed
+               else "holds another network's weights")
         raise UserError(f"{source} {why}: {describe_mismatch(model, tensors)}; use the "
                         f"checkpoint's model.* settings, or start a new run") from None
