@@ -188,3 +188,14 @@ def test_bad_values_end_the_command_in_one_line_before_any_work(tmp_path: Path) 
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].startswith(f"sodkit train: error: {key}: must be"), lines[0]
     assert _tree(tmp_path) == before
+
+
+def test_the_readme_shows_every_range() -> None:
+    """The README's table of ranges is the schema's, key for key."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| section | numeric keys: allowed values"):]
+    for key, field in KEYS.items():
+        section, name = key.split(".", 1)
+        rule = field.metadata[RANGE]
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{section}` | `"))
+        assert f"`{name}` {rule.text()}" in row, key

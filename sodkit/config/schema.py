@@ -198,7 +198,7 @@ class EvalCfg:
 @dataclass
 class RuntimeCfg:
     device: str = "auto"  # auto, cpu, cuda, cuda:N
-    seed: int = ranged(42, low=0, high=2**63 - 1)
+    seed: int = ranged(42, low=0, high=2**32 - 1)  # numpy's seed range
     deterministic: bool = False
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype (fp16 needs CUDA)
     # torch intra-op threads per process; None = from the cores
