@@ -112,6 +112,16 @@ def test_the_message_names_the_key_and_the_range(override: str, said: str) -> No
     assert str(info.value).startswith(said), str(info.value)
 
 
+@pytest.mark.parametrize(("overrides", "said"), [
+    (["train.epochs=2", "schedule.warmup_epochs=3"], "schedule.warmup_epochs: 3.0 is longer"),
+    (["optim.name=sgd", "optim.nesterov=true", "optim.momentum=0"],
+     "optim.nesterov: needs optim.momentum > 0")])
+def test_keys_that_contradict_each_other_are_config_errors(overrides, said) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(DEMO, overrides)
+    assert str(info.value).startswith(said), str(info.value)
+
+
 def test_configs_built_from_a_dict_are_checked_too() -> None:
     """A checkpoint's stored config goes through ``from_dict``, which checks the ranges."""
     from sodkit.config import from_dict, to_dict

@@ -174,6 +174,12 @@ def _convert_scalar(tp: Any, value: Any, key: str) -> Any:
 def _check_values(cfg: Config) -> None:
     """Rules across keys (each key's own range is checked by ``from_dict``: schema ``ranged``);
     registry names are checked later by their users."""
+    if cfg.schedule.warmup_epochs > cfg.train.epochs:
+        raise ConfigError(f"schedule.warmup_epochs: {cfg.schedule.warmup_epochs} is longer than "
+                          f"the run (train.epochs {cfg.train.epochs}): the LR would never reach "
+                          f"optim.lr")
+    if cfg.optim.name == "sgd" and cfg.optim.nesterov and cfg.optim.momentum == 0:
+        raise ConfigError("optim.nesterov: needs optim.momentum > 0")
     check_name(cfg.name, "name", "my_run", ConfigError)
     for split in ("train", "test"):
         for i, dataset in enumerate(getattr(cfg.data, split)):
