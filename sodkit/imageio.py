@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 
 from .errors import DataError
+from .mask_encoding import decode_mask
 from .png import decode_grey
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
@@ -142,18 +143,27 @@ def read_image(path: str | Path) -> np.ndarray:
 
 
 def read_mask(path: str | Path) -> np.ndarray:
-    """Any mask file -> uint8 grey array (H, W), soft values kept (binarise with ``> 128``).
+    """Any mask file -> uint8 grey (H, W), object bright, soft values kept (binarise ``> 128``).
 
-    Colour masks become grey with OpenCV's BGR2GRAY weights, as ``cv2.imread(p, 0)`` in
-    PySODMetrics' toolkit does; an alpha channel is ignored.
+    Grey is read as stored; colour masks whose channels agree become grey with OpenCV's BGR2GRAY
+    weights, as ``cv2.imread(p, 0)`` in PySODMetrics' toolkit does; an alpha channel is ignored.
+    Other encodings (0/1 label maps, 16-bit masks holding 0..255, a colour on black, palette
+    label maps) are converted, or refused, by :func:`sodkit.mask_encoding.decode_mask`, the one
+    place that decides for every reader (training, evaluation, ``sodkit eval``, check-data).
     """
-    array = _to_uint8(_read_raw(path))
-    if array.ndim == 3:
-        if array.shape[2] == 1:
-            array = array[:, :, 0]
-        else:
-            array = cv2.cvtColor(array[:, :, :3], cv2.COLOR_BGR2GRAY)
-    return np.ascontiguousarray(array)
+    raw = _read_raw(path)
+    return decode_mask(raw, raw.ndim == 3 and _stores_palette(path), path)
+
+
+def _stores_palette(path: str | Path) -> bool:
+    """Whether the file holds palette indices (PNG colour type 3, GIF), from its first bytes;
+    asked only of files that decode to colour (no grey mask pays the extra read)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(26)
+    except OSError:
+        return False
+    return head.startswith(b"GIF8") or (head.startswith(_PNG_SIGNATURE) and head[25:26] == b"\x03")
 
 
 def encode_mask(mask: np.ndarray) -> bytes:

@@ -16,6 +16,7 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
 from .config.loader import ConfigError
+from .config.ranges import check_ranges
 from .config.schema import OptimCfg, ScheduleCfg
 
 log = logging.getLogger(__name__)
@@ -144,16 +145,7 @@ def _check_schedule(cfg: ScheduleCfg, steps_per_epoch: int, epochs: int) -> None
                           f"{', '.join(INTERVALS)}")
     if steps_per_epoch <= 0 or epochs <= 0:
         raise ValueError(f"steps_per_epoch ({steps_per_epoch}) and epochs ({epochs}) must be > 0")
-    rules = [
-        ("warmup_epochs", "must be >= 0", cfg.warmup_epochs >= 0),
-        ("warmup_factor", "must be in [0, 1]", 0.0 <= cfg.warmup_factor <= 1.0),
-        ("min_lr_factor", "must be >= 0", cfg.min_lr_factor >= 0),
-        ("power", "must be > 0", cfg.power > 0),
-        ("gamma", "must be > 0", cfg.gamma > 0),
-    ]
-    for key, rule, ok in rules:
-        if not ok:
-            raise ConfigError(f"schedule.{key}: {rule}, got {getattr(cfg, key)}")
+    check_ranges(cfg, "schedule.", ConfigError)  # a ScheduleCfg built in code, not loaded
 
 
 def build_scheduler(

@@ -178,3 +178,22 @@ def test_names_in_plot_labels_are_drawn_as_text(label, tmp_path):
     curve = {"precision_curve": [1.0] * 256, "recall_curve": [0.5] * 256, "fm_curve": [0.5] * 256}
     plot_curves({label: curve}, tmp_path)
     assert (tmp_path / "pr.png").stat().st_size > 0 and (tmp_path / "fm.png").stat().st_size > 0
+
+
+def test_resuming_a_checkpoint_of_another_width_is_one_line_and_writes_nothing(
+        data_root, trained, capsys):
+    """The resumed state is loaded before the run folder is touched: a checkpoint that does not
+    fit the configured network is one line naming the differing key, and the run folder (the
+    session's finished run) keeps every byte."""
+    import hashlib
+
+    def tree() -> dict[str, str]:
+        return {str(p.relative_to(trained)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(trained.rglob("*")) if p.is_file()}
+
+    before = tree()
+    args = [*tiny_overrides(data_root, trained.parent, trained.name), "model.decoder_channels=32"]
+    assert main(["train", CONFIG, *args, "--resume", "auto"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.decoder_channels 16 -> 32" in err[0], err
+    assert tree() == before

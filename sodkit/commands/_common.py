@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +12,32 @@ if TYPE_CHECKING:
     from torch import nn
 
     from ..config import Config
+
+
+def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[low, high]`` (``high`` None: no upper bound).
+
+    A value outside is a usage error that names the option and the range (exit 2), instead of
+    a traceback from deep inside the command (``--batch-size 0``, ``--opset 999``).
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            allowed = f"in [{low}, {high}]" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # how argparse names the type in its own messages
+    return parse
+
+
+def user_path(text: str) -> str:
+    """An argparse ``type`` for a path the user names: ``~`` is the home folder (the shell
+    expands ``--out ~/x`` but leaves ``--out=~/x`` alone, which would create ``./~/x``)."""
+    return os.path.expanduser(text)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +77,35 @@ def pick_weights(state: dict[str, Any], which: str, source: Path) -> tuple[str, 
     return "model", state["model"]
 
 
+def check_finite_weights(weights: dict[str, Any], name: str, source: Path) -> None:
+    """Weights with a NaN or an infinity (a run that diverged) would predict NaN everywhere,
+    which quantises to all-black masks: refused once, when they are loaded."""
+    bad = [key for key, value in weights.items()
+           if hasattr(value, "is_floating_point") and value.is_floating_point()
+           and not bool(value.isfinite().all())]
+    if bad:
+        from ..errors import UserError
+
+        other = "; or --weights model" if name == "ema" else ""
+        raise UserError(f"{source}: the {name} weights hold NaN or infinite values ({len(bad)} "
+                        f"tensors, e.g. {bad[0]}): the run had diverged when it was saved; use "
+                        f"an earlier checkpoint{other}")
+
+
+def checkpoint_config(state: dict[str, Any], source: Path) -> Config:
+    """The config a checkpoint was trained with, checked like any config (ranges included: a
+    NaN ``data.std`` would normalise every image to NaN)."""
+    from ..config import Config, ConfigError, from_dict
+
+    if not isinstance(state.get("config"), dict):
+        raise ConfigError(f"{source} holds no training config; is it a sodkit checkpoint?")
+    try:
+        return from_dict(Config, state["config"], prefix="")
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: the config stored in the checkpoint is not valid: "
+                          f"{exc}") from None
+
+
 def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto"
                  ) -> str:
     """Load a checkpoint's weights (``which``: auto | ema | model), explaining a mismatch in
@@ -56,6 +113,7 @@ def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: s
     from ..errors import UserError
 
     name, weights = pick_weights(state, which, source)
+    check_finite_weights(weights, name, source)
     try:
         model.load_state_dict(weights)
     except RuntimeError as exc:

@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -59,16 +60,19 @@ def read_pair(gt_path: str | Path, pred_paths: Sequence[str | Path]) -> tuple[np
     return gt, preds
 
 
-def measure_run(pairs: list[Pair], methods: int) -> list[dict[str, Any]]:
-    """One ``SODMetrics`` state per method for a run of pairs (the worker's task)."""
+def measure_run(pairs: list[Pair], methods: int) -> tuple[list[dict[str, Any]], Counter]:
+    """One ``SODMetrics`` state per method for a run of pairs (the worker's task), and the mask
+    encodings converted on the way (``mask_encoding.take_notes``), for the command to report."""
+    from ..mask_encoding import take_notes
     from ..metrics import SODMetrics
 
+    take_notes()  # a forked worker starts with its parent's counts
     metrics = [SODMetrics(threads=1) for _ in range(methods)]
     for index, gt_path, pred_paths in pairs:
         gt, preds = read_pair(gt_path, pred_paths)
         for metric, pred in zip(metrics, preds, strict=True):
             metric.update(pred, gt, index=index)
-    return [metric.state_dict() for metric in metrics]
+    return [metric.state_dict() for metric in metrics], take_notes()
 
 
 def _single_threaded() -> None:
@@ -200,7 +204,12 @@ class MeasurePool:
             for future in futures:
                 future.cancel()
             raise
-        return [future.result() for future in futures]
+        from ..mask_encoding import add_notes
+
+        results = [future.result() for future in futures]
+        for _, notes in results:
+            add_notes(notes)  # reported by the command, as if this process had read the files
+        return [states for states, _ in results]
 
     def close(self, wait: bool = True) -> None:
         """Stop the workers: queued images are dropped; ``wait`` for their current ones."""

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import add_config_arguments
+from ._common import add_config_arguments, int_in, user_path
 
 HELP = "measure memory (plain/checkpointing/amp/amp+checkpointing) or speed of a config"
 
@@ -25,11 +25,12 @@ FIELDS = ["variant", "peak_mb", "saved_mb", "step_s", "ratio_peak", "ratio_time"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", choices=["memory", "speed"], help="what to measure")
     add_config_arguments(parser)
-    parser.add_argument("--steps", type=int, default=5,
+    parser.add_argument("--steps", type=int_in(1), default=5,
                         help="measured steps per variant / stage, after one warm-up step")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=int_in(1), default=3,
                         help="speed: interleaved rounds of loader / step / loop (medians)")
-    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    parser.add_argument("--json", metavar="FILE", type=user_path,
+                        help="also write the rows as JSON")
 
 
 def variants(amp: str) -> dict[str, list[str]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import add_config_arguments, load_cli_config
+from ._common import add_config_arguments, int_in, load_cli_config
 
 HELP = "check the recipe's datasets (missing, unpaired, unreadable, mismatched files); exit 1 " \
        "on problems"
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--full", action="store_true",
                         help="decode every file (finds truncated files, empty masks); slower")
-    parser.add_argument("--threads", type=int, default=0,
+    parser.add_argument("--threads", type=int_in(0), default=0,
                         help="decoding threads (default: the number of cores, at most 8)")
 
 

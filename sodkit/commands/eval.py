@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
+from ._common import int_in, user_path
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
@@ -58,13 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pred-suffix", default="",
                         help="prediction file names end with this after the GT stem, e.g. _sal "
                              "for <stem>_sal.png (may end with an extension: _sal.png)")
-    parser.add_argument("--out", required=True, help="folder for results.{json,md,csv}, pr.png, "
-                                                     "fm.png (a sub-folder per named dataset)")
+    parser.add_argument("--out", required=True, type=user_path, help="folder for results.{json,"
+                        "md,csv}, pr.png, fm.png (a sub-folder per named dataset)")
     parser.add_argument("--force", action="store_true",
                         help="write into an --out folder that holds files sodkit did not write "
                              "(only files of the names it writes are replaced), and replace "
                              "--latex / --xlsx files sodkit did not write")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=int_in(1), default=None,
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
                              "among its processes); 1 measures in this process")
@@ -255,6 +256,7 @@ def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, 
 def _measure_shard(job: Job, group: EvalGroup, workers: int,
                    pool: MeasurePool | None) -> dict[str, SODMetrics]:
     """This rank's shard measured; every rank's merged on rank 0 (a failure ends all ranks)."""
+    from ..mask_encoding import log_notes
     shard = group.shard(len(job.gts))
     error, metrics = None, {}
     start = time.perf_counter()
@@ -262,6 +264,7 @@ def _measure_shard(job: Job, group: EvalGroup, workers: int,
         metrics = measure(job, workers, shard, progress=group.is_main, pool=pool)
     except UserError as exc:  # a file that does not decode: every rank must hear of it
         error = exc
+    log_notes(job.name)  # masks read in another encoding than grey: once per folder
     group.settle(error)
     merged, counts = group.merge(metrics)
     if group.is_main:

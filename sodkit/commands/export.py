@@ -7,21 +7,25 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from ._common import add_weights_argument, load_weights
+from ..config.schema import MAX_SIZE
+from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
 
 HELP = "export a checkpoint's network (with its sigmoid) to ONNX and check it with onnxruntime"
 
 logger = logging.getLogger(__name__)
+# below 11, ONNX has no Resize that matches bilinear interpolation (tested: 9 and 10 differ)
+MIN_OPSET = 11
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
-    parser.add_argument("--onnx", required=True, help="the .onnx file to write")
-    parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"),
+    parser.add_argument("--onnx", required=True, type=user_path, help="the .onnx file to write")
+    parser.add_argument("--size", type=int_in(32, MAX_SIZE), nargs=2, metavar=("H", "W"),
                         help="input size of the export (default: the training data.size)")
     parser.add_argument("--dynamic", action="store_true",
                         help="symbolic batch, height and width (checked at two more sizes)")
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    parser.add_argument("--opset", type=int_in(MIN_OPSET), default=17,
+                        help=f"ONNX opset version (from {MIN_OPSET} to what torch supports)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --onnx file")
     add_weights_argument(parser)
 
@@ -40,8 +44,19 @@ def check_target(onnx: Path, checkpoint: Path, overwrite: bool) -> None:
         raise UserError(f"--onnx {onnx}: the folder {onnx.parent} does not exist")
 
 
+def check_opset(opset: int) -> None:
+    """The newest opset depends on the installed torch: asked before any work."""
+    import torch.onnx
+
+    from ..errors import UserError
+
+    newest = getattr(getattr(torch.onnx, "_constants", None), "ONNX_MAX_OPSET", 20)
+    if opset > newest:
+        raise UserError(f"--opset {opset}: torch {torch.__version__} exports opsets "
+                        f"{MIN_OPSET} to {newest}")
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..config import Config, from_dict
     from ..engine.export import TOLERANCE, SaliencyModel, check_parity, export_onnx, parity_sizes
     from ..errors import UserError
     from ..network import build_network
@@ -49,8 +64,9 @@ def run(args: argparse.Namespace) -> int:
 
     onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
     check_target(onnx, checkpoint, args.overwrite)
+    check_opset(args.opset)
     state = load_checkpoint(checkpoint)
-    cfg = from_dict(Config, state["config"], prefix="")
+    cfg = checkpoint_config(state, checkpoint)
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
                         aux_outputs=False)
     which = load_weights(net, state, checkpoint, args.weights)

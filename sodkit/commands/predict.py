@@ -10,7 +10,8 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from ._common import add_weights_argument, load_weights
+from ..config.schema import MAX_SIZE, MIN_SIZE
+from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
 
 HELP = "predict saliency masks for images (files or folders), each at its own resolution"
 
@@ -18,19 +19,20 @@ HELP = "predict saliency masks for images (files or folders), each at its own re
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files and/or folders")
     parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
-    parser.add_argument("--out", required=True,
+    parser.add_argument("--out", required=True, type=user_path,
                         help="folder for the <stem>.png masks (new, empty, or sodkit's own)")
     parser.add_argument("--force", action="store_true",
                         help="write into a folder that already holds files, replacing masks of "
                              "the same names (nothing else is touched)")
-    parser.add_argument("--size", type=int, help="network input side (default: the training size)")
+    parser.add_argument("--size", type=int_in(MIN_SIZE, MAX_SIZE),
+                        help="network input side (default: the training size)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     add_weights_argument(parser)
     parser.add_argument("--tta", nargs="*", choices=["hflip"], default=None,
                         help="test-time augmentation (default: the checkpoint's eval.tta; "
                              "--tta alone: none)")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=2, help="image decoding processes")
+    parser.add_argument("--batch-size", type=int_in(1, 1024), default=8)
+    parser.add_argument("--workers", type=int_in(0), default=2, help="image decoding processes")
 
 
 def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> None:
@@ -54,7 +56,7 @@ def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import Config, RuntimeCfg, from_dict
+    from ..config import RuntimeCfg
     from ..data import build_test_transform
     from ..engine.predictor import collect_inputs, predict_files
     from ..engine.runtime import Runtime
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_out(out, args.inputs, paths, args.force)
     state = load_checkpoint(args.checkpoint)
-    cfg = from_dict(Config, state["config"], prefix="")
+    cfg = checkpoint_config(state, Path(args.checkpoint))
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     model = build_network(replace(cfg.model, pretrained=None))  # weights come from the checkpoint
     load_weights(model, state, Path(args.checkpoint), args.weights)

@@ -10,6 +10,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from ._common import user_path
+
 HELP = "one HTML page per run or comparison of runs (tables, curves, images); LaTeX / xlsx tables"
 
 logger = logging.getLogger(__name__)
@@ -20,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("folders", nargs="+", metavar="RUN_DIR",
                         help="run folders (sodkit train / test) or sodkit eval output folders")
-    parser.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
+    parser.add_argument("--out", required=True, type=user_path, metavar="FILE.html",
+                        help="the page to write")
     parser.add_argument("--force", action="store_true",
                         help="replace existing --out / --latex / --xlsx files sodkit did not write")
     add_table_arguments(parser)

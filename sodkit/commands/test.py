@@ -19,6 +19,7 @@ from ._common import (
     load_cli_config,
     load_weights,
     run_dir_of,
+    user_path,
 )
 
 HELP = "evaluate a checkpoint on the recipe's test sets and save predictions and results"
@@ -29,8 +30,9 @@ logger = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
-    parser.add_argument("--out", help="folder for this evaluation (default: <run folder>/eval/"
-                                      "<checkpoint name>/, beside the training run's results)")
+    parser.add_argument("--out", type=user_path,
+                        help="folder for this evaluation (default: <run folder>/eval/"
+                             "<checkpoint name>/, beside the training run's results)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier evaluation in that folder")
     add_weights_argument(parser)

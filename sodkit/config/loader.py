@@ -19,6 +19,7 @@ import yaml
 from ..errors import UserError
 from ..output_names import check_dataset_name
 from ..paths import check_name
+from .ranges import check_ranges, expand_paths
 from .schema import Config
 
 
@@ -88,7 +89,7 @@ def _list_index(node: Any, key: str, keys: list[str]) -> int:
 
 
 def from_dict(cls: type, raw: Any, prefix: str) -> Any:
-    """Build dataclass ``cls`` from a mapping, checking every key and value type."""
+    """Build dataclass ``cls`` from a mapping, checking every key, value type and range."""
     where = prefix.rstrip(".") or "the config"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__} {raw!r}")
@@ -98,7 +99,10 @@ def from_dict(cls: type, raw: Any, prefix: str) -> Any:
         if key not in fields:
             raise ConfigError(unknown_key_message(prefix + str(key), list(fields), prefix))
     kwargs = {key: _convert(hints[key], value, prefix + key) for key, value in raw.items()}
-    return cls(**kwargs)
+    built = cls(**kwargs)
+    check_ranges(built, prefix, ConfigError)  # every numeric key: finite and in its range
+    expand_paths(built)  # output_root=~/runs: the home folder, not ./~/runs
+    return built
 
 
 def unknown_key_message(key: str, valid: list[str], prefix: str = "") -> str:
@@ -168,62 +172,15 @@ def _convert_scalar(tp: Any, value: Any, key: str) -> Any:
     raise ConfigError(f"{key}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
 
 
-_HINTS = {
-    "train.grad_clip": " (a negative norm would flip the gradients; null disables clipping)",
-    "train.steps_per_epoch": " (null runs whole epochs)",
-    "optim.lr": " (a zero learning rate trains nothing)",
-}
-
-
 def _check_values(cfg: Config) -> None:
-    """Value rules that types cannot express; registry names are checked later by their users."""
-    positive = {
-        "data.size": cfg.data.size,
-        "data.batch_size": cfg.data.batch_size,
-        "data.test_batch_size": cfg.data.test_batch_size,
-        "train.epochs": cfg.train.epochs,
-        "train.accumulate": cfg.train.accumulate,
-        "train.log_every": cfg.train.log_every,
-        "train.checkpoint_every": cfg.train.checkpoint_every,
-        "data.prefetch_factor": cfg.data.prefetch_factor,
-        "optim.base_batch_size": cfg.optim.base_batch_size,
-        "optim.lr": cfg.optim.lr,
-        "train.keep_checkpoints": cfg.train.keep_checkpoints,
-        "train.steps_per_epoch": 1 if cfg.train.steps_per_epoch is None
-        else cfg.train.steps_per_epoch,
-        "train.grad_clip": cfg.train.grad_clip if cfg.train.grad_clip is not None else 1,
-        "runtime.dist_timeout_s": cfg.runtime.dist_timeout_s,
-    }
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key}: must be > 0, got {value}{_HINTS.get(key, '')}")
-    for key, value in {"train.checkpoint_every_steps": cfg.train.checkpoint_every_steps,
-                       "train.checkpoint_minutes": cfg.train.checkpoint_minutes,
-                       "train.max_bad_steps": cfg.train.max_bad_steps,
-                       "data.max_bad_samples": cfg.data.max_bad_samples,
-                       "data.num_workers": cfg.data.num_workers or 0,
-                       "train.image_every": cfg.train.image_every, "eval.every": cfg.eval.every,
-                       "train.keep_every": cfg.train.keep_every,
-                       "optim.weight_decay": cfg.optim.weight_decay}.items():
-        if value < 0:
-            raise ConfigError(f"{key}: must be >= 0, got {value}")
-    if any(s <= 0 for s in cfg.data.size_list):
-        raise ConfigError(f"data.size_list: sizes must be > 0, got {cfg.data.size_list}")
-    if not 0.0 <= cfg.data.hflip <= 1.0:
-        raise ConfigError(f"data.hflip: a probability in [0, 1], got {cfg.data.hflip}")
-    if not 0.0 <= cfg.data.crop < 1.0:
-        raise ConfigError(f"data.crop: a fraction in [0, 1) of each side (F3Net: 0.125), "
-                          f"got {cfg.data.crop}")
-    if cfg.data.binarize is not None and not 0.0 < cfg.data.binarize <= 1.0:
-        raise ConfigError(f"data.binarize: a threshold in (0, 1] (MINet: 0.5) or null, got "
-                          f"{cfg.data.binarize}")
-    if len(cfg.data.mean) != 3 or len(cfg.data.std) != 3 or min(cfg.data.std) <= 0:
-        raise ConfigError("data.mean and data.std: three values each, std > 0")
-    if cfg.train.ema_decay is not None and not 0.0 < cfg.train.ema_decay < 1.0:
-        raise ConfigError(f"train.ema_decay: in (0, 1) (e.g. 0.999) or null, got "
-                          f"{cfg.train.ema_decay}")
-    if len(cfg.optim.betas) != 2:
-        raise ConfigError(f"optim.betas: two values, got {cfg.optim.betas}")
+    """Rules across keys (each key's own range is checked by ``from_dict``: schema ``ranged``);
+    registry names are checked later by their users."""
+    if cfg.schedule.warmup_epochs > cfg.train.epochs:
+        raise ConfigError(f"schedule.warmup_epochs: {cfg.schedule.warmup_epochs} is longer than "
+                          f"the run (train.epochs {cfg.train.epochs}): the LR would never reach "
+                          f"optim.lr")
+    if cfg.optim.name == "sgd" and cfg.optim.nesterov and cfg.optim.momentum == 0:
+        raise ConfigError("optim.nesterov: needs optim.momentum > 0")
     check_name(cfg.name, "name", "my_run", ConfigError)
     for split in ("train", "test"):
         for i, dataset in enumerate(getattr(cfg.data, split)):

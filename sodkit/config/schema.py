@@ -1,7 +1,9 @@
 """Typed configuration sections; the defaults here are the documentation of every key.
 
 A recipe YAML sets only what differs from these defaults. Field comments are shown to users by
-``sodkit`` error messages and the README, so keep them short and exact.
+``sodkit`` error messages and the README, so keep them short and exact. Every numeric key states
+its allowed range with :func:`~sodkit.config.ranges.ranged` (``low``/``high``: inclusive bounds,
+``above``/``below``: strict ones; always finite); the loader checks them when it builds a section.
 """
 
 from __future__ import annotations
@@ -9,8 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .ranges import path_field, ranged
+
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
+# input sides (data.size, data.size_list, predict/export --size): below 16 pixels the backbone's
+# coarsest level is under a pixel; above 4096 a single image needs gigabytes of activations
+MIN_SIZE, MAX_SIZE = 16, 4096
+MAX_SECONDS = 30 * 24 * 3600  # time limits: 30 days, well inside what a timedelta holds
 
 
 @dataclass
@@ -29,24 +37,37 @@ class DatasetCfg:
 class DataCfg:
     train: list[DatasetCfg] = field(default_factory=list)
     test: list[DatasetCfg] = field(default_factory=list)
-    size: int = 320  # training and test input side (square)
-    size_list: list[int] = field(default_factory=list)  # multi-scale: a size per batch from this
-    batch_size: int = 8  # per process
-    test_batch_size: int = 8  # per process
-    num_workers: int | None = None  # loader processes; None = from the core count (resources.py)
+    size: int = ranged(320, low=MIN_SIZE, high=MAX_SIZE)  # training and test input side (square)
+    # multi-scale: a size per batch from this list
+    size_list: list[int] = ranged(factory=list, low=MIN_SIZE, high=MAX_SIZE)
+    batch_size: int = ranged(8, above=0)  # per process
+    test_batch_size: int = ranged(8, above=0)  # per process
+    # loader processes; None = from the core count (resources.py)
+    num_workers: int | None = ranged(None, low=0)
     pin_memory: bool = True  # page-locked batches for non_blocking copies (CUDA only)
     persistent_workers: bool = True  # keep the training loader's workers between epochs
-    prefetch_factor: int = 2  # batches each worker prepares ahead
-    hflip: float = 0.5  # probability of a horizontal flip
-    rotation: float = 10.0  # max degrees of the random rotation (0 disables)
-    color_jitter: float = 0.1  # brightness/contrast/saturation strength (0 disables)
+    prefetch_factor: int = ranged(2, above=0)  # batches each worker prepares ahead
+    hflip: float = ranged(0.5, low=0, high=1, hint="a probability")  # of a horizontal flip
+    # max degrees of the random rotation (0 disables)
+    rotation: float = ranged(10.0, low=0, high=180, hint="degrees; 0 disables")
+    # brightness/contrast/saturation strength (0 disables)
+    color_jitter: float = ranged(0.1, low=0, high=1, hint="0 disables")
     # random crop before resizing: each side loses a random share of up to this fraction at a
     # random offset (F3Net: 0.125); 0 disables
-    crop: float = 0.0
-    binarize: float | None = None  # training masks >= this become 1, others 0 (MINet: 0.5)
-    max_bad_samples: int = 20  # unreadable training pairs skipped with a warning; more stop the run
-    mean: list[float] = field(default_factory=lambda: list(IMAGENET_MEAN))
-    std: list[float] = field(default_factory=lambda: list(IMAGENET_STD))
+    crop: float = ranged(0.0, low=0, below=1,
+                         hint="a fraction of each side; F3Net: 0.125")
+    # training masks >= this become 1, others 0 (MINet: 0.5)
+    binarize: float | None = ranged(None, above=0, high=1,
+                                    hint="a threshold, MINet: 0.5, or null")
+    # unreadable training pairs skipped with a warning; more stop the run
+    max_bad_samples: int = ranged(20, low=0)
+    # per channel (R, G, B) of images scaled to [0, 1]
+    mean: list[float] = ranged(factory=lambda: list(IMAGENET_MEAN), low=0, high=1, length=3,
+                               hint="R, G, B of images scaled to [0, 1]; ImageNet: "
+                                    "0.485, 0.456, 0.406")
+    std: list[float] = ranged(factory=lambda: list(IMAGENET_STD), above=0, high=1,
+                              length=3, hint="R, G, B of images scaled to [0, 1]; ImageNet: "
+                                             "0.229, 0.224, 0.225")
 
 
 @dataclass
@@ -56,8 +77,8 @@ class ModelCfg:
     # backbone weights: a local timm/torchvision file (.pth, .safetensors), "timm" (timm's own
     # ImageNet weights via its hub cache: the only download sodkit makes), or null (scratch)
     pretrained: str | None = None
-    decoder_channels: int = 64
-    out_indices: list[int] | None = None  # backbone stages to use; None = all
+    decoder_channels: int = ranged(64, above=0)
+    out_indices: list[int] | None = ranged(None, low=0)  # backbone stages to use; None = all
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
     # gradient checkpointing: recompute activations in backward instead of keeping them
     checkpointing: Literal["off", "backbone", "decoder", "all"] = "off"
@@ -72,10 +93,12 @@ class LossCfg:
     # name -> weight (`bce: 1`), or name -> {weight: w, <the term's own parameters>}
     # (`ssim: {weight: 1, window: 11}`); checked against the registered terms by build_criterion
     terms: dict[str, Any] = field(default_factory=lambda: {"bce": 1.0, "iou": 1.0})
-    aux_weight: float = 1.0  # weight of each side output's loss (deep supervision); 0 disables
+    # weight of each side output's loss (deep supervision); 0 disables
+    aux_weight: float = ranged(1.0, low=0, hint="0 disables")
     # one weight per side output, in the network's "aux" order; replaces aux_weight when set
-    aux_weights: list[float] | None = None
-    main_weight: float = 1.0  # weight of the main output's terms (F3Net: 0.5)
+    aux_weights: list[float] | None = ranged(None, low=0)
+    # weight of the main output's terms (F3Net: 0.5)
+    main_weight: float = ranged(1.0, above=0)
     # side outputs: false = mask area-downsampled to each side's size (cheap); true = side logits
     # bilinearly upsampled to the mask's size first (F3Net's code; sharp boundaries for the
     # boundary-weighted structure loss)
@@ -92,15 +115,20 @@ class LossCfg:
 @dataclass
 class OptimCfg:
     name: Literal["sgd", "adam", "adamw"] = "adamw"
-    lr: float = 1e-3  # for the decoder; the backbone gets lr * backbone_lr_factor
-    backbone_lr_factor: float = 0.1
-    weight_decay: float = 1e-4  # not applied to norm layers and biases unless decay_all
+    # for the decoder; the backbone gets lr * backbone_lr_factor
+    lr: float = ranged(1e-3, above=0, hint="a zero learning rate trains nothing")
+    backbone_lr_factor: float = ranged(
+        0.1, low=0, hint="0 keeps the backbone's weights; a negative factor would train it by "
+                         "gradient ascent")
+    # not applied to norm layers and biases unless decay_all
+    weight_decay: float = ranged(1e-4, low=0)
     decay_all: bool = False  # weight decay on every parameter, biases and norms too (F3Net's code)
-    momentum: float = 0.9  # sgd
+    momentum: float = ranged(0.9, low=0, below=1)  # sgd
     nesterov: bool = False  # sgd
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # adam, adamw
+    betas: list[float] = ranged(factory=lambda: [0.9, 0.999], low=0, below=1,
+                                length=2, hint="adam's two decay rates, e.g. [0.9, 0.999]")
     lr_scaling: Literal["none", "linear", "sqrt"] = "none"  # by global batch / base_batch_size
-    base_batch_size: int = 8  # the global batch size `lr` was tuned for
+    base_batch_size: int = ranged(8, above=0)  # the global batch size `lr` was tuned for
 
 
 @dataclass
@@ -110,42 +138,57 @@ class ScheduleCfg:
     # step: the LR changes every optimizer step; epoch: it is set once per epoch from the epoch
     # index (MINet's and F3Net's code); warm-up follows the same unit
     interval: Literal["step", "epoch"] = "step"
-    warmup_epochs: float = 0.0  # linear warm-up length (fractions allowed); steps per iteration
-    warmup_factor: float = 0.01  # LR at the start of warm-up, as a fraction of the LR
-    power: float = 0.9  # poly
-    min_lr_factor: float = 0.0  # poly and cosine end at lr * min_lr_factor
-    milestones: list[float] = field(default_factory=list)  # step: epochs at which LR *= gamma
-    gamma: float = 0.1  # step
+    # linear warm-up length (fractions allowed); steps per iteration
+    warmup_epochs: float = ranged(0.0, low=0)
+    # LR at the start of warm-up, as a fraction of the LR
+    warmup_factor: float = ranged(0.01, low=0, high=1)
+    power: float = ranged(0.9, above=0)  # poly
+    # poly and cosine end at lr * min_lr_factor
+    min_lr_factor: float = ranged(0.0, low=0, high=1)
+    # step: epochs at which LR *= gamma
+    milestones: list[float] = ranged(factory=list, low=0)
+    gamma: float = ranged(0.1, above=0)  # step
 
 
 @dataclass
 class TrainCfg:
-    epochs: int = 50
-    steps_per_epoch: int | None = None  # cap on optimizer steps per epoch (None = whole epoch)
-    accumulate: int = 1  # gradient accumulation: batches per optimizer step
-    grad_clip: float | None = None  # max global gradient norm
-    log_every: int = 20  # steps between log lines / TensorBoard scalars
-    image_every: int = 200  # steps between TensorBoard image grids (0 disables)
-    checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
-    keep_every: int = 0  # also keep checkpoints/epoch_NNNN.pt every N epochs (0 = never)
-    checkpoint_every_steps: int = 0  # also save every N optimizer steps, in mid-epoch (0 = off)
-    checkpoint_minutes: float = 0.0  # also save every N minutes of training (0 = off)
-    keep_checkpoints: int = 2  # newest step_*.pt files kept (a damaged newest one falls back)
-    max_bad_steps: int = 0  # steps with non-finite gradients skipped before the run stops
+    epochs: int = ranged(50, above=0)
+    # cap on optimizer steps per epoch (None = whole epoch)
+    steps_per_epoch: int | None = ranged(None, above=0, hint="null runs whole epochs")
+    accumulate: int = ranged(1, above=0)  # gradient accumulation: batches per optimizer step
+    grad_clip: float | None = ranged(  # max global gradient norm
+        None, above=0,
+        hint="a negative norm would flip the gradients; null disables clipping")
+    log_every: int = ranged(20, above=0)  # steps between log lines / TensorBoard scalars
+    # steps between TensorBoard image grids (0 disables)
+    image_every: int = ranged(200, low=0, hint="0 disables")
+    checkpoint_every: int = ranged(1, above=0)  # epochs between checkpoints/last.pt writes
+    # also keep checkpoints/epoch_NNNN.pt every N epochs (0 = never)
+    keep_every: int = ranged(0, low=0, hint="0 = never")
+    # also save every N optimizer steps, in mid-epoch (0 = off)
+    checkpoint_every_steps: int = ranged(0, low=0, hint="0 = off")
+    # also save every N minutes of training (0 = off)
+    checkpoint_minutes: float = ranged(0.0, low=0, hint="0 = off")
+    # newest step_*.pt files kept (a damaged newest one falls back)
+    keep_checkpoints: int = ranged(2, above=0)
+    # steps with non-finite gradients skipped before the run stops
+    max_bad_steps: int = ranged(0, low=0)
     auto_resume: bool = False  # as --resume auto: continue the run folder (elastic restarts)
     freeze_bn: bool = False  # BatchNorm in eval mode (running stats fixed; affine still trains)
     # EMA of the weights (e.g. 0.999): updated after each optimizer step, evaluated, saved as
     # the checkpoint's "ema"; test/predict use it by default. null: off
-    ema_decay: float | None = None
+    ema_decay: float | None = ranged(None, above=0, below=1,
+                                     hint="e.g. 0.999, or null")
 
 
 @dataclass
 class EvalCfg:
-    every: int = 0  # evaluate every N epochs during training (0 = only at the end)
+    # evaluate every N epochs during training (0 = only at the end)
+    every: int = ranged(0, low=0, hint="0 = only at the end")
     metric: str = "maxFm"  # metric that picks checkpoints/best.pt (MAE is minimised)
     metric_dataset: str | None = None  # dataset for `metric`; None = mean over test sets
     save_predictions: bool = True
-    num_samples: int = 8  # test images shown in samples.png
+    num_samples: int = ranged(8, low=0)  # test images shown in samples.png
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype of evaluation
     # test-time augmentation in evaluation, test and predict: [hflip] = mean of the plain and
     # the mirrored pass's probabilities
@@ -155,18 +198,21 @@ class EvalCfg:
 @dataclass
 class RuntimeCfg:
     device: str = "auto"  # auto, cpu, cuda, cuda:N
-    seed: int = 42
+    seed: int = ranged(42, low=0, high=2**32 - 1)  # numpy's seed range
     deterministic: bool = False
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype (fp16 needs CUDA)
-    num_threads: int | None = None  # torch intra-op threads per process; None = from the cores
+    # torch intra-op threads per process; None = from the cores
+    num_threads: int | None = ranged(None, above=0, hint="null: from the cores")
     sync_bn: bool = False  # BatchNorm statistics over all processes (CUDA SyncBatchNorm, or CPU)
-    dist_timeout_s: float = 600.0  # a collective waiting longer (a lost process) ends the job
+    # a collective waiting longer (a lost process) ends the job
+    dist_timeout_s: float = ranged(600.0, above=0, high=MAX_SECONDS,
+                                   hint="seconds")
     # collectives: auto = nccl on CUDA, gloo on CPU; gloo also runs CUDA tensors (e.g. two
     # processes sharing one GPU, which NCCL refuses)
     dist_backend: Literal["auto", "nccl", "gloo"] = "auto"
     # after SIGTERM/SIGINT the run finishes its step and saves; if it is still running this
     # many seconds later (blocked in a collective with a lost peer), it exits (0 = never)
-    stop_grace_s: float = 120.0
+    stop_grace_s: float = ranged(120.0, low=0, high=MAX_SECONDS, hint="seconds; 0 = never")
     channels_last: bool = False  # NHWC memory format for the model and the images
     compile: bool = False  # torch.compile the training model (refused where it cannot work)
 
@@ -174,8 +220,8 @@ class RuntimeCfg:
 @dataclass
 class Config:
     name: str = "run"  # run folder is <output_root>/<name>
-    output_root: str = "output"
-    data_root: str = ""  # base folder for relative dataset roots
+    output_root: str = path_field("output")  # "~" is the home folder, here and in every path
+    data_root: str = path_field("")  # base folder for relative dataset roots
     data: DataCfg = field(default_factory=DataCfg)
     model: ModelCfg = field(default_factory=ModelCfg)
     loss: LossCfg = field(default_factory=LossCfg)

@@ -11,6 +11,7 @@ problem means (training drops the pair, evaluation refuses, ``sodkit check-data`
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,9 +19,11 @@ from typing import NamedTuple
 
 from ..errors import DataError
 from ..imageio import exif_orientation, read_image, read_mask, sniff_format
+from ..mask_encoding import MaskEncodingError, take_notes
 from .datasets import Pair
 
 ERROR, WARNING = "error", "warning"
+SAMPLE = 16  # masks decoded for their encoding when only headers are checked
 
 
 class Issue(NamedTuple):
@@ -108,13 +111,49 @@ def output_name_issues(pairs: list[Pair]) -> list[Issue]:
 
 def check_pairs(pairs: list[Pair], full: bool = True, threads: int = 2,
                 progress: Callable[[int], None] | None = None) -> list[Issue]:
-    """Issues of every pair, in pair order; ``progress`` gets the count of pairs done."""
+    """Issues of every pair, in pair order; ``progress`` gets the count of pairs done.
+
+    Masks stored in another encoding than grey (``sodkit.mask_encoding``: 0/1 label maps,
+    16-bit, colour, palette) add one warning per folder and kind, after the pairs' issues: from
+    every mask when ``full``, else from :data:`SAMPLE` masks decoded here (headers cannot tell).
+    """
+    take_notes()  # conversions counted before are not about these pairs
     issues: list[Issue] = []
     for done, found in enumerate(_map(lambda p: check_pair(p, full), pairs, threads), 1):
         issues.extend(found)
         if progress is not None:
             progress(done)
-    return issues
+    looked_at = pairs if full else _sample(pairs)
+    if not full:
+        issues += [issue for found in _map(_sample_mask, looked_at, threads) for issue in found]
+    return issues + _encoding_issues(take_notes(), looked_at, sampled=not full)
+
+
+def _sample(pairs: list[Pair]) -> list[Pair]:
+    """:data:`SAMPLE` pairs spread evenly over ``pairs`` (all of them when fewer)."""
+    if len(pairs) <= SAMPLE:
+        return pairs
+    return [pairs[i * (len(pairs) - 1) // (SAMPLE - 1)] for i in range(SAMPLE)]
+
+
+def _sample_mask(pair: Pair) -> list[Issue]:
+    """A sampled mask decoded for its encoding: only a refused encoding is an issue here (a
+    truncated file is the full check's to find, as in training)."""
+    try:
+        read_mask(pair.mask)
+    except MaskEncodingError as exc:
+        return [Issue(pair.stem, pair.mask, str(exc))]
+    except DataError:
+        pass
+    return []
+
+
+def _encoding_issues(notes: Counter, pairs: list[Pair], sampled: bool) -> list[Issue]:
+    """One warning per mask folder and converted encoding, counting the masks looked at."""
+    total = Counter(str(pair.mask.parent) for pair in pairs)
+    what = "sampled masks" if sampled else "masks"
+    return [Issue("", Path(folder), f"{count} of {total[folder]} {what} are {kind}", WARNING)
+            for (folder, kind), count in sorted(notes.items())]
 
 
 def _map(fn: Callable, items: list, threads: int) -> Iterator:

@@ -27,7 +27,7 @@ from ..config.schema import Config
 from ..engine.launcher import shard_range
 from ..errors import DataError
 from ..resources import resolve_workers
-from .checks import bad_stems, check_pairs, output_name_issues
+from .checks import Issue, bad_stems, check_pairs, output_name_issues
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
 from .transforms import build_test_transform, build_train_transform
 
@@ -153,7 +153,8 @@ def _check_threads() -> int:
 
 def _drop_bad_pairs(pairs: list[Pair], name: str, budget: int) -> list[Pair]:
     """The pairs whose headers check out; each bad file is named in a warning."""
-    issues = check_pairs(pairs, full=False, threads=_check_threads())
+    issues = _log_encodings(check_pairs(pairs, full=False, threads=_check_threads()),
+                            f"train set {name}")
     bad = bad_stems(issues)
     for issue in issues[:_SHOWN_ISSUES]:
         logger.warning("train set %s: skipping %s: %s", name, issue.stem, issue.problem)
@@ -188,10 +189,20 @@ def build_train_dataset(cfg: Config) -> TrainDataset:
                         max_bad=budget)
 
 
+def _log_encodings(issues: list[Issue], label: str) -> list[Issue]:
+    """Say once per folder which masks are read in another encoding than grey (0/1 label maps,
+    16-bit, colour, palette: ``sodkit.mask_encoding``); returns the pairs' own issues."""
+    for issue in issues:
+        if not issue.stem:  # a folder's note, not a pair's problem
+            logger.warning("%s: %s: %s", label, issue.path, issue.problem)
+    return [issue for issue in issues if issue.stem]
+
+
 def check_test_shard(test_set: TestDataset, shard: range) -> None:
     """Decode this rank's test pairs before any prediction: a test set must be whole."""
     pairs = [test_set.pairs[i] for i in shard]
-    issues = output_name_issues(pairs) + check_pairs(pairs, full=True, threads=_check_threads())
+    issues = check_pairs(pairs, full=True, threads=_check_threads())
+    issues = output_name_issues(pairs) + _log_encodings(issues, f"test set {test_set.name}")
     errors = [issue for issue in issues if issue.severity == "error"]
     if errors:
         shown = "; ".join(f"{issue.path}: {issue.problem}" for issue in errors[:3])

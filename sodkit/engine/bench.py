@@ -40,9 +40,10 @@ def random_batch(cfg: Config, device: torch.device, seed: int = 0) -> dict[str, 
 def build_train_step(cfg: Config) -> tuple[TrainStep, Runtime]:
     """Model, criterion, optimizer and runtime of ``cfg``, without data loaders."""
     runtime = Runtime(cfg.runtime)
-    model = runtime.wrap(build_network(cfg.model)).train()
+    net = build_network(cfg.model)
+    criterion = build_criterion(cfg.loss, net).to(runtime.device)
+    model = runtime.wrap(net).train()
     optimizer = build_optimizer(runtime.unwrap(model), cfg.optim, cfg.data.batch_size)
-    criterion = build_criterion(cfg.loss).to(runtime.device)
     step = TrainStep(model, criterion, optimizer, runtime, 1, cfg.train.grad_clip)
     return step, runtime
 

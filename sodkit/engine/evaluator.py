@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from ..atomic import write_atomic
 from ..config import Config
-from ..errors import Preempted
+from ..errors import Preempted, UserError
 from ..imageio import encode_mask
 from ..metrics import SODMetrics, scalar_metrics
 from ..paths import inside
@@ -106,6 +106,20 @@ def predict_probabilities(
     return probs
 
 
+def check_finite(probs: torch.Tensor, runtime: Runtime, names: Sequence[str],
+                 precision: str = "fp32") -> None:
+    """NaN probabilities quantise to 0: an all-black mask, written and measured as if it were a
+    prediction. A batch holding any is an error instead, on every rank at once (one small
+    all-reduce per batch) so that none is left waiting in a gather."""
+    mine = not bool(torch.isfinite(probs).all())
+    if runtime.any_rank(mine)[0]:
+        where = f"for {', '.join(names[:3])}" if mine else "on another process's images"
+        hint = ("eval.precision fp16 overflowed: use fp32 or bf16" if precision == "fp16" else
+                "the weights or data.mean / data.std are broken")
+        raise UserError(f"the network predicted NaN or infinite values {where}; nothing of this "
+                        f"batch is written ({hint})")
+
+
 def to_uint8_at(prob: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
     """Resize one (1, 1, h, w) probability map to ``size`` (bilinear) and quantise like a PNG."""
     if tuple(prob.shape[-2:]) != tuple(size):
@@ -167,6 +181,7 @@ def _run_dataset(
             continue
         images = batch["image"].to(runtime.device, non_blocking=True)
         probs = predict_probabilities(net, images, runtime, cfg.eval.precision, cfg.eval.tta)
+        check_finite(probs, runtime, batch["name"], cfg.eval.precision)
         files = []
         for i, gt in enumerate(batch["gt"]):
             pred = to_uint8_at(probs[i : i + 1], gt.shape)

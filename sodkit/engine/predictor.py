@@ -15,7 +15,7 @@ from ..data.loaders import shard_range
 from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
 from ..paths import inside
-from .evaluator import MaskWriter, predict_probabilities, to_uint8_at
+from .evaluator import MaskWriter, check_finite, predict_probabilities, to_uint8_at
 from .runtime import Runtime, eval_mode
 
 logger = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ def predict_files(
         for batch in loader:
             probs = predict_probabilities(model, batch["image"].to(runtime.device), runtime,
                                           tta=tta)
+            check_finite(probs, runtime, [mine[i].name for i in batch["index"]])
             files = []
             for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
                 target = inside(out_dir, f"{mine[index].stem}.png")

@@ -4,15 +4,23 @@ A resumed run reproduces the uninterrupted one only with the same global batch a
 schedule. What breaks that silently is refused in mid-epoch (the saved position in the epoch
 would point at other images) and warned about at an epoch boundary, where it is a legitimate
 change of plan (more epochs, another batch size).
+
+A checkpoint of another network (another width, backbone or levels) cannot be loaded at all:
+:func:`load_model_state` says so in one line naming the ``model.*`` keys that differ, instead
+of torch's dump of every tensor that does not fit.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..config import Config
+from ..config import Config, to_dict
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 logger = logging.getLogger(__name__)
 
@@ -51,3 +59,45 @@ def check_resume(state: dict[str, Any], cfg: Config, world_size: int,
         logger.warning("train.epochs %d -> %d: the LR schedule is recomputed for the new length, "
                        "so the LR jumps at the resume point", saved_cfg["train"]["epochs"],
                        cfg.train.epochs)
+
+
+# model.* keys that change the network's tensors (the others: weights source, checkpointing,
+# frozen parameters, leave every shape as it is)
+ARCHITECTURE_KEYS = ("name", "backbone", "decoder_channels", "out_indices", "backbone_kwargs")
+
+
+def model_differences(saved_cfg: dict[str, Any], cfg: Config) -> list[str]:
+    """``model.KEY A -> B`` for each architecture key the checkpoint's config sets otherwise."""
+    saved, now = saved_cfg.get("model") or {}, to_dict(cfg.model)
+    return [f"model.{key} {saved[key]!r} -> {now[key]!r}" for key in ARCHITECTURE_KEYS
+            if key in saved and saved[key] != now[key]]
+
+
+def describe_mismatch(model: nn.Module, weights: dict[str, Any]) -> str:
+    """What does not fit, tensor-wise: counts and the first tensor of another shape."""
+    mine = model.state_dict()
+    shapes = [k for k in mine if k in weights and tuple(mine[k].shape) != tuple(weights[k].shape)]
+    missing = sum(k not in weights for k in mine)
+    unexpected = sum(k not in mine for k in weights)
+    first = (f" (e.g. {shapes[0]}: {list(weights[shapes[0]].shape)} in the checkpoint, "
+             f"{list(mine[shapes[0]].shape)} here)" if shapes else "")
+    return (f"{len(shapes)} tensors of another shape{first}, {missing} missing, {unexpected} "
+            f"not in this network")
+
+
+def load_model_state(model: nn.Module, state: dict[str, Any], cfg: Config,
+                     source: str | Path = "the checkpoint") -> None:
+    """``model.load_state_dict(state["model"])``; a checkpoint of another network is a one-line
+    ``UserError`` naming the ``model.*`` keys that differ (from the checkpoint's stored config)
+    and what does not fit, instead of torch's dump of every tensor.
+
+    ``train --resume``: ``Trainer.load_state_dict`` calls it for the model's weights."""
+    tensors = state["model"]
+    try:
+        model.load_state_dict(tensors)
+    except RuntimeError:
+        changed = model_differences(state.get("config") or {}, cfg)
+        why = (f"was trained with another network ({', '.join(changed)})" if changed
+               else "holds another network's weights")
+        raise UserError(f"{source} {why}: {describe_mismatch(model, tensors)}; use the "
+                        f"checkpoint's model.* settings, or start a new run") from None

@@ -32,7 +32,7 @@ from .ema import EMA
 from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_report
 from .logging import Progress, TensorBoard, Throughput, format_seconds
 from .preemption import Preempted, SaveClock, StopRequest
-from .resume import check_resume
+from .resume import check_resume, load_model_state
 from .runtime import Runtime
 from .step import TrainStep
 
@@ -49,7 +49,7 @@ class Trainer:
         # Side outputs nobody trains are not computed (DDP needs a gradient for every parameter).
         net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
         self.model = runtime.wrap(net)
-        self.criterion = build_criterion(cfg.loss).to(runtime.device)
+        self.criterion = build_criterion(cfg.loss, net).to(runtime.device)
         micro_batches = len(self.train_loader) // cfg.train.accumulate
         if micro_batches == 0:
             raise DataError(
@@ -118,7 +118,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.runtime.unwrap(self.model).load_state_dict(state["model"])
+        load_model_state(self.runtime.unwrap(self.model), state, self.cfg)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.runtime.scaler.load_state_dict(state["scaler"])

@@ -10,9 +10,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config.loader import ConfigError
+from ..config.ranges import Range, check_number, check_ranges
 from ..config.schema import LossCfg
 from ..module.conv import resize_to
 from .terms import LOSSES
+
+TERM_WEIGHT = Range(low=0, hint="0 leaves the term out")  # loss.terms.<name>: a weight >= 0
 
 
 class Criterion(nn.Module):
@@ -65,12 +68,11 @@ class Criterion(nn.Module):
             if self.aux_weight <= 0 or not sides:
                 return None
             return torch.stack([self._side(s, mask) for s in sides]).sum()
+        if not any(w > 0 for w in self.aux_weights):
+            return None  # the network computes no side outputs then (build_network)
         if len(self.aux_weights) != len(sides):
-            raise ValueError(f"loss.aux_weights has {len(self.aux_weights)} weights but the "
-                             f"network returns {len(sides)} side outputs")
+            raise ConfigError(aux_weights_message(self.aux_weights, len(sides), "the network"))
         used = [(s, w) for s, w in zip(sides, self.aux_weights, strict=True) if w > 0]
-        if not used:
-            return None
         return torch.stack([w * self._side(s, mask) for s, w in used]).sum()
 
     def forward(self, outputs: Mapping[str, Any], mask: Tensor
@@ -104,8 +106,8 @@ def _build_term(name: str, entry: Any) -> tuple[nn.Module, float] | None:
     weight = params.pop("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
         raise ConfigError(f"{key}: the weight must be a number, got {weight!r}")
-    if weight < 0:
-        raise ConfigError(f"{key}: the weight must be >= 0, got {weight}")
+    check_number(weight, TERM_WEIGHT, f"{key}.weight" if isinstance(entry, Mapping) else key,
+                 ConfigError)
     if weight == 0:
         return None
     try:
@@ -115,18 +117,26 @@ def _build_term(name: str, entry: Any) -> tuple[nn.Module, float] | None:
     return term, float(weight)
 
 
-def build_criterion(cfg: LossCfg) -> Criterion:
-    """Check the ``loss`` section against the registered terms and build the criterion."""
+def aux_weights_message(weights: list[float], sides: int, network: str) -> str:
+    return (f"loss.aux_weights has {len(weights)} weights but {network} returns {sides} side "
+            f"outputs (coarse to fine; got {weights}): give one weight per side output, or use "
+            f"loss.aux_weight")
+
+
+def build_criterion(cfg: LossCfg, network: nn.Module | None = None) -> Criterion:
+    """Check the ``loss`` section against the registered terms and build the criterion;
+    with ``network``, ``loss.aux_weights`` must also give one weight per side output it has
+    (checked here, before training, rather than at the first step)."""
     if not cfg.terms:
         raise ConfigError(f"loss.terms: at least one term is needed (registered: {LOSSES.names()})")
     terms = {name: built for name, entry in cfg.terms.items()
              if (built := _build_term(name, entry)) is not None}
     if not terms:
         raise ConfigError("loss.terms: every weight is 0, so nothing would be trained")
-    if cfg.aux_weight < 0:
-        raise ConfigError(f"loss.aux_weight: must be >= 0, got {cfg.aux_weight}")
-    if cfg.aux_weights is not None and any(w < 0 for w in cfg.aux_weights):
-        raise ConfigError(f"loss.aux_weights: every weight must be >= 0, got {cfg.aux_weights}")
-    if cfg.main_weight <= 0:
-        raise ConfigError(f"loss.main_weight: must be > 0, got {cfg.main_weight}")
+    check_ranges(cfg, "loss.", ConfigError)  # a LossCfg built in code, not loaded
+    sides = getattr(network, "side_outputs", None)
+    if cfg.aux_weights is not None and sides is not None and len(cfg.aux_weights) != sides:
+        backbone = getattr(getattr(network, "backbone", None), "name", "")
+        name = f"{type(network).__name__} ({backbone})" if backbone else type(network).__name__
+        raise ConfigError(aux_weights_message(cfg.aux_weights, sides, name))
     return Criterion(terms, cfg.aux_weight, cfg.aux_weights, cfg.main_weight, cfg.aux_upsample)

@@ -10,6 +10,8 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
 - gradient checkpointing: ``build_network`` switches the backbone's with
   ``backbone.set_checkpointing`` and sets ``checkpoint_decoder``; the network runs its decoder
   levels through :func:`~sodkit.module.checkpoint.checkpoint_segment` when that is True;
+- optionally ``side_outputs`` (:class:`SODNetwork` provides it): how many side outputs there
+  are, so that ``loss.aux_weights`` is checked against it before training;
 - optionally ``set_aux_outputs(False)`` (:class:`SODNetwork` provides it): stop computing the
   side outputs (``"aux"`` becomes ``[]``) and freeze the parameters only they use. A loss that
   ignores side outputs (``loss.aux_weight: 0``) must not leave trainable parameters without
@@ -26,6 +28,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..config.loader import ConfigError
+from ..config.ranges import check_ranges
 from ..config.schema import ModelCfg
 from ..module import checkpoint_segment, resize_to
 from ..registry import Registry
@@ -43,8 +46,7 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True) -> nn.Module:
     """
     if cfg.name not in NETWORKS:
         raise ConfigError(f"model.name: {NETWORKS.unknown_message(cfg.name)}")
-    if cfg.decoder_channels <= 0:
-        raise ConfigError(f"model.decoder_channels: must be > 0, got {cfg.decoder_channels}")
+    check_ranges(cfg, "model.", ConfigError)  # a ModelCfg built in code, not loaded
     net = NETWORKS.get(cfg.name)(cfg)
     if not aux_outputs and hasattr(net, "set_aux_outputs"):
         net.set_aux_outputs(False)
@@ -98,6 +100,12 @@ class SODNetwork(nn.Module):
     def aux_modules(self) -> Iterable[nn.Module]:
         """The modules only side outputs use (frozen when side outputs are off)."""
         return self.heads[1:]
+
+    @property
+    def side_outputs(self) -> int:
+        """How many side outputs ``"aux"`` holds when they are on: one per backbone level but
+        the finest (which gives the main output); ``loss.aux_weights`` needs one weight each."""
+        return len(self.backbone.channels) - 1
 
     def set_aux_outputs(self, enabled: bool) -> None:
         """Compute (and train) the side heads or not; the main output always runs."""

@@ -61,6 +61,11 @@ class F3Net(SODNetwork):
         """Side heads, p1's head and decoder 2's refined-map convs: only side outputs use them."""
         return [self.head1, self.side_heads, *(cfm.fine[2:] for cfm in self.decoder2)]
 
+    @property
+    def side_outputs(self) -> int:
+        """Decoder 2's map at every level, then p1."""
+        return len(self.side_heads) + 1
+
     def _decode(self, decoder: nn.ModuleList, maps: list[Tensor], fed: Tensor | None,
                 need_refined: bool = True) -> tuple[list[Tensor | None], Tensor]:
         """One cascade: each level's refined map (the coarsest level's map as it came in) and

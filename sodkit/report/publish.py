@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..commands._common import int_in, user_path
 from ..errors import UserError
 from .ranking import PAPER_METRICS, Comparison, datasets_of
 
@@ -23,19 +24,19 @@ HTML_SIGNATURE = '<meta name="generator" content="sodkit report'
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     """``--latex``, ``--xlsx`` and how they look (shared by ``sodkit eval`` and ``report``)."""
-    parser.add_argument("--latex", metavar="FILE.tex",
+    parser.add_argument("--latex", metavar="FILE.tex", type=user_path,
                         help="a booktabs table: datasets as column groups, methods as rows, the "
                              "best three per column marked")
     parser.add_argument("--latex-style", choices=["fonts", "colors"], default="fonts",
                         help="how the best three are marked: bold / underline / italic (fonts, "
                              "default) or red / blue / green (colors, needs xcolor)")
-    parser.add_argument("--xlsx", metavar="FILE.xlsx",
+    parser.add_argument("--xlsx", metavar="FILE.xlsx", type=user_path,
                         help="the same table as a workbook (needs openpyxl: sodkit[report])")
     parser.add_argument("--metrics", default=",".join(PAPER_METRICS),
                         help=f"comma-separated columns of the paper tables (default "
                              f"{','.join(PAPER_METRICS)}; MAE and BER are errors: lower is "
                              f"better, every other metric higher)")
-    parser.add_argument("--decimals", type=int, default=3,
+    parser.add_argument("--decimals", type=int_in(0, 9), default=3,
                         help="digits shown in the paper tables (default 3); the best three are "
                              "ranked on the shown numbers")
 
