@@ -1,9 +1,16 @@
-"""Default loader workers and compute threads from the core count."""
+"""Default loader workers and compute threads from the core count; worker counts capped by the
+work; every input file bounded in the memory it may cost (docs/reliability.md, "Resource limits
+and their settings")."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from sodkit.config import load_config
 from sodkit.resources import available_cores, default_threads, default_workers, resolve_workers
+from tests import hostile_files
 
 
 def test_workers_and_threads_share_the_cores() -> None:
@@ -25,3 +32,52 @@ def test_config_defaults_are_automatic() -> None:
     cfg = load_config(None, [])
     assert cfg.data.num_workers is None and cfg.runtime.num_threads is None
     assert cfg.data.prefetch_factor == 2 and not cfg.runtime.channels_last
+
+
+# ------------------------------------------------------------------ every input bounded
+# Each crafted file is a few MB at most and would cost gigabytes; the command runs in a process
+# whose address space may grow by hostile_files.HEADROOM (512 MiB) after its imports, and must
+# refuse the file in one line naming it (exit 2) instead of dying of a MemoryError.
+
+def _masks(folder: Path, names: dict[str, bytes]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in names.items():
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def _eval_args(tmp_path: Path, gt_name: str, gt: bytes | None) -> list[str]:
+    gt_dir = _masks(tmp_path / "gt", {gt_name: gt} if gt is not None else {})
+    pred_dir = _masks(tmp_path / "pred", {"a.png": hostile_files.zero_png(4, 4)})
+    return ["eval", "--gt", str(gt_dir), "--pred", f"m={pred_dir}", "--out",
+            str(tmp_path / "out")]
+
+
+def _one_error_line(proc, command: str) -> str:
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if f"sodkit {command}: error:" in line]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize(("case", "gt_name", "needles"), [
+    ("inflates to 2 GiB under a 4x4 header", "a.png", ["a.png", "more image data"]),
+    ("declares 30000x30000 pixels", "a.png", ["a.png", "900 megapixels", "SODKIT_MAX_PIXELS"]),
+    ("a JPEG declaring 30000x30000", "a.jpg", ["a.jpg", "SODKIT_MAX_PIXELS"]),
+    ("an 8 GiB sparse file", "a.png", ["a.png", "8192 MiB", "SODKIT_MAX_FILE_MB"]),
+])
+def test_a_crafted_image_is_refused_within_a_memory_cap(tmp_path, case, gt_name, needles):
+    args = _eval_args(tmp_path, gt_name, {
+        "inflates to 2 GiB under a 4x4 header": lambda: hostile_files.zero_png(4, 4, 2 << 30),
+        "declares 30000x30000 pixels": lambda: hostile_files.zero_png(30000, 30000),
+        "a JPEG declaring 30000x30000": lambda: hostile_files.jpeg_claiming(30000, 30000),
+        "an 8 GiB sparse file": lambda: None}[case]())
+    if case == "an 8 GiB sparse file":
+        hostile_files.sparse_file(tmp_path / "gt" / gt_name, 8 << 30)
+    assert sum(p.stat().st_blocks for p in tmp_path.rglob("*") if p.is_file()) * 512 < 8 << 20
+    proc = hostile_files.run_capped(args, tmp_path, preload=("sodkit.imageio",
+                                                             "sodkit.metrics"))
+    assert proc.returncode == 2, proc.stderr
+    line = _one_error_line(proc, "eval")
+    for needle in needles:
+        assert needle in line, line
