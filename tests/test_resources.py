@@ -81,3 +81,13 @@ def test_a_crafted_image_is_refused_within_a_memory_cap(tmp_path, case, gt_name,
     line = _one_error_line(proc, "eval")
     for needle in needles:
         assert needle in line, line
+
+
+def test_a_billion_laughs_config_is_refused_within_a_memory_cap(tmp_path):
+    recipe = tmp_path / "laughs.yaml"
+    recipe.write_text(hostile_files.billion_laughs())
+    assert recipe.stat().st_size < 1000
+    proc = hostile_files.run_capped(["info", str(recipe)], tmp_path, preload=("torch",))
+    assert proc.returncode == 2, proc.stderr
+    line = _one_error_line(proc, "info")
+    assert str(recipe) in line and "aliases" in line, line

@@ -19,6 +19,7 @@ import yaml
 from ..errors import UserError
 from ..paths import check_name
 from .schema import Config
+from .yamlio import load_yaml, read_yaml
 
 
 class ConfigError(UserError, ValueError):
@@ -32,10 +33,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raw = read_yaml(path, ConfigError) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
     for item in overrides or []:
@@ -53,10 +51,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     keys = [k for k in key.strip().split(".")]
     if not all(keys):
         raise ConfigError(f"override {item!r}: empty part in key {key!r}")
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from exc
+    value = load_yaml(text, f"override {item!r}: value", ConfigError) if text.strip() else ""
     return keys, value
 
 

@@ -49,11 +49,12 @@ def _json(path: Path) -> Any:
 
 
 def _label(folder: Path) -> str:
-    import yaml
+    from ..config.yamlio import read_yaml
 
     config = folder / "config.yaml"
     if config.is_file():
-        name = (yaml.safe_load(config.read_text()) or {}).get("name")
+        data = read_yaml(config)  # bounded: a run folder from elsewhere is input
+        name = data.get("name") if isinstance(data, dict) else None
         if isinstance(name, str) and name:
             return name
     return folder.resolve().name
