@@ -4,6 +4,7 @@ and their settings")."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,29 @@ def test_a_billion_laughs_config_is_refused_within_a_memory_cap(tmp_path):
     assert proc.returncode == 2, proc.stderr
     line = _one_error_line(proc, "info")
     assert str(recipe) in line and "aliases" in line, line
+
+
+def test_a_zip_bomb_checkpoint_is_refused_before_torch_reads_it(tmp_path):
+    bomb = hostile_files.zip_bomb(tmp_path / "bomb.pt", 2 << 30)
+    assert bomb.stat().st_size < 3 << 20
+    image = _masks(tmp_path / "in", {"x.png": hostile_files.zero_png(8, 8)}) / "x.png"
+    proc = hostile_files.run_capped(["predict", "--checkpoint", str(bomb), "--out",
+                                     str(tmp_path / "out"), str(image)], tmp_path,
+                                    preload=("torch",))
+    assert proc.returncode == 2, proc.stderr
+    line = _one_error_line(proc, "predict")
+    assert str(bomb) in line and "2048 MiB" in line, line
+
+
+def test_report_skips_a_zip_bomb_checkpoint_within_a_memory_cap(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps({"DS": {
+        "Smeasure": 0.5, "wFmeasure": 0.4, "meanEm": 0.6, "maxFm": 0.5, "MAE": 0.1}}))
+    hostile_files.zip_bomb(run / "checkpoints" / "bomb.pt", 2 << 30)
+    proc = hostile_files.run_capped(["report", str(run), "--out", str(tmp_path / "r.html")],
+                                    tmp_path, preload=("sodkit.report.html",))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
+    assert "bomb.pt" in proc.stderr and "2048 MiB" in proc.stderr, proc.stderr
+    assert (tmp_path / "r.html").is_file()

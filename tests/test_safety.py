@@ -356,6 +356,52 @@ def test_a_billion_laughs_override_is_refused(tmp_path, capsys):
     assert len(err.splitlines()) == 1
 
 
+# ----------------------------------------------------------- a checkpoint's config is input
+def _with_config(trained: Path, tmp_path: Path, edit) -> Path:
+    state = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)
+    edit(state)
+    path = tmp_path / "edited.pt"
+    torch.save(state, path)
+    return path
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (lambda s: s["config"]["data"].update(size=60000), "data.size: at most 8192 pixels a side"),
+    (lambda s: s["config"]["data"].update(std=[0.2, 0.0, 0.2]), "data.std"),
+    (lambda s: s["config"]["train"].update(epohcs=3), "unknown config key 'train.epohcs'"),
+    (lambda s: s.pop("config"), "expected a mapping"),
+])
+@pytest.mark.parametrize("command", ["predict", "export"])
+def test_a_checkpoint_s_stored_config_is_checked_like_a_recipe(trained, tmp_path, capsys,
+                                                               edit, needle, command):
+    """predict and export build the network from the config inside the checkpoint: it is
+    checked as a recipe is, and an error names the checkpoint and the key, before any work."""
+    checkpoint = _with_config(trained, tmp_path, edit)
+    image = tmp_path / "x.png"
+    image.write_bytes(hostile_files.zero_png(40, 40))
+    args = {"predict": ["predict", "--checkpoint", str(checkpoint), "--out",
+                        str(tmp_path / "out"), str(image)],
+            "export": ["export", "--checkpoint", str(checkpoint), "--onnx",
+                       str(tmp_path / "m.onnx")]}[command]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert str(checkpoint) in err and "stored in it is invalid" in err and needle in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "m.onnx").exists()
+
+
+def test_an_input_side_beyond_the_bound_is_refused_before_any_work(trained, tmp_path, capsys):
+    checkpoint = str(trained / "checkpoints" / "last.pt")
+    image = tmp_path / "x.png"
+    image.write_bytes(hostile_files.zero_png(40, 40))
+    assert main(["predict", "--checkpoint", checkpoint, "--out", str(tmp_path / "out"),
+                 str(image), "--size", "60000"]) == 2
+    assert "--size 60000: from 32 to 8192 pixels a side" in capsys.readouterr().err
+    assert main(["export", "--checkpoint", checkpoint, "--onnx", str(tmp_path / "m.onnx"),
+                 "--size", "64", "9000"]) == 2
+    assert "--size 64 9000: from 32 to 8192 pixels a side" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "m.onnx").exists()
+
+
 def test_eval_never_writes_into_its_inputs_or_a_user_folder(tmp_path):
     import cv2
 

@@ -41,22 +41,23 @@ def check_target(onnx: Path, checkpoint: Path, overwrite: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import Config, from_dict
+    from ..config.loader import stored_config
     from ..engine.export import TOLERANCE, SaliencyModel, check_parity, export_onnx, parity_sizes
     from ..errors import UserError
+    from ..limits import MAX_INPUT_SIDE
     from ..network import build_network
     from ..torchfile import load_checkpoint
 
     onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
     check_target(onnx, checkpoint, args.overwrite)
     state = load_checkpoint(checkpoint)
-    cfg = from_dict(Config, state["config"], prefix="")
+    cfg = stored_config(state.get("config"), checkpoint)
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
                         aux_outputs=False)
     which = load_weights(net, state, checkpoint, args.weights)
     size = tuple(args.size) if args.size else (cfg.data.size, cfg.data.size)
-    if min(size) < 32:
-        raise UserError(f"--size {size[0]} {size[1]}: at least 32 pixels a side")
+    if not 32 <= min(size) <= max(size) <= MAX_INPUT_SIDE:
+        raise UserError(f"--size {size[0]} {size[1]}: from 32 to {MAX_INPUT_SIDE} pixels a side")
     model = SaliencyModel(net).eval()
     export_onnx(model, onnx, size, args.opset, args.dynamic)
     results = check_parity(model, onnx, parity_sizes(size, args.dynamic))

@@ -33,6 +33,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2, help="image decoding processes")
 
 
+def check_size(size: int | None, option: str = "--size") -> None:
+    """The network's input side: a bounded number of pixels (limits.MAX_INPUT_SIDE)."""
+    from ..errors import UserError
+    from ..limits import MAX_INPUT_SIDE
+
+    if size is not None and not 32 <= size <= MAX_INPUT_SIDE:
+        raise UserError(f"{option} {size}: from 32 to {MAX_INPUT_SIDE} pixels a side")
+
+
 def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> None:
     """Before any work: ``--out`` is a folder apart from the inputs, and replaces nothing."""
     from ..errors import UserError
@@ -54,7 +63,8 @@ def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import Config, RuntimeCfg, from_dict
+    from ..config import RuntimeCfg
+    from ..config.loader import stored_config
     from ..data import build_test_transform
     from ..engine.predictor import collect_inputs, predict_files
     from ..engine.runtime import Runtime
@@ -62,11 +72,12 @@ def run(args: argparse.Namespace) -> int:
     from ..paths import claim_folder
     from ..torchfile import load_checkpoint
 
+    check_size(args.size)
     paths = collect_inputs(args.inputs)
     out = Path(args.out)
     check_out(out, args.inputs, paths, args.force)
     state = load_checkpoint(args.checkpoint)
-    cfg = from_dict(Config, state["config"], prefix="")
+    cfg = stored_config(state.get("config"), args.checkpoint)
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     model = build_network(replace(cfg.model, pretrained=None))  # weights come from the checkpoint
     load_weights(model, state, Path(args.checkpoint), args.weights)

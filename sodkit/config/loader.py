@@ -17,6 +17,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from ..errors import UserError
+from ..limits import MAX_INPUT_SIDE
 from ..paths import check_name
 from .schema import Config
 from .yamlio import load_yaml, read_yaml
@@ -38,9 +39,22 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
     for item in overrides or []:
         _apply_override(raw, item)
+    return _validated(raw)
+
+
+def _validated(raw: Any) -> Config:
     cfg = from_dict(Config, raw, prefix="")
     _check_values(cfg)
     return cfg
+
+
+def stored_config(raw: Any, source: str | Path) -> Config:
+    """The config a checkpoint holds, checked as a recipe is: a checkpoint from elsewhere is an
+    input like any other (its ``data.size=60000`` would ask for 10.8 GB per image)."""
+    try:
+        return _validated(raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: the config stored in it is invalid: {exc}") from None
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -203,6 +217,12 @@ def _check_values(cfg: Config) -> None:
             raise ConfigError(f"{key}: must be >= 0, got {value}")
     if any(s <= 0 for s in cfg.data.size_list):
         raise ConfigError(f"data.size_list: sizes must be > 0, got {cfg.data.size_list}")
+    largest = max([cfg.data.size, *cfg.data.size_list])
+    if largest > MAX_INPUT_SIDE:
+        key = "data.size" if cfg.data.size == largest else "data.size_list"
+        raise ConfigError(f"{key}: at most {MAX_INPUT_SIDE} pixels a side, got {largest} (one "
+                          f"{largest}x{largest} input alone is {largest ** 2 * 12 / 1e9:.1f} GB "
+                          f"as float32)")
     if not 0.0 <= cfg.data.hflip <= 1.0:
         raise ConfigError(f"data.hflip: a probability in [0, 1], got {cfg.data.hflip}")
     if not 0.0 <= cfg.data.crop < 1.0:

@@ -17,6 +17,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from ..limits import check_unpacked_size
+
 logger = logging.getLogger(__name__)
 
 Series = dict[str, list[tuple[int, float]]]  # tag -> [(step, value)]
@@ -105,6 +107,7 @@ class _Peek(pickle.Unpickler):
 def checkpoint_info(path: Path) -> dict[str, Any] | None:
     """``{"file", "epoch", "step", "best"}`` of a sodkit checkpoint; None if unreadable."""
     try:
+        check_unpacked_size(path)  # a zip bomb would be inflated whole by the read below
         with zipfile.ZipFile(path) as archive:
             name = next(n for n in archive.namelist() if n.endswith("/data.pkl"))
             with archive.open(name) as handle:
