@@ -5,12 +5,21 @@ and their settings")."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 
+from sodkit.cli import main
 from sodkit.config import load_config
-from sodkit.resources import available_cores, default_threads, default_workers, resolve_workers
+from sodkit.resources import (
+    WORKERS_PER_CORE,
+    available_cores,
+    cap_workers,
+    default_threads,
+    default_workers,
+    resolve_workers,
+)
 from tests import hostile_files
 
 
@@ -33,6 +42,31 @@ def test_config_defaults_are_automatic() -> None:
     cfg = load_config(None, [])
     assert cfg.data.num_workers is None and cfg.runtime.num_threads is None
     assert cfg.data.prefetch_factor == 2 and not cfg.runtime.channels_last
+
+
+def test_worker_counts_are_capped_by_the_work_and_the_cores(caplog) -> None:
+    caplog.set_level(logging.INFO, logger="sodkit")
+    cores = available_cores()
+    assert cap_workers(200, 5) == min(5, WORKERS_PER_CORE * cores)
+    assert cap_workers(200) == WORKERS_PER_CORE * cores and cap_workers(0, 5) == 0
+    assert cap_workers(3, 1000) == min(3, WORKERS_PER_CORE * cores)
+    assert caplog.text == ""  # no setting named: no line
+    cfg = load_config(None, ["data.num_workers=200"])
+    from sodkit.data.loaders import _loader_options
+
+    assert _loader_options(cfg, persistent=False)["num_workers"] == WORKERS_PER_CORE * cores
+    assert f"data.num_workers 200: using {WORKERS_PER_CORE * cores}" in caplog.text
+
+
+def test_eval_with_200_workers_for_5_images_starts_at_most_5(tmp_path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="sodkit")
+    gt = _masks(tmp_path / "gt", {f"{i}.png": hostile_files.zero_png(8, 8) for i in range(5)})
+    pred = _masks(tmp_path / "m", {f"{i}.png": hostile_files.zero_png(8, 8) for i in range(5)})
+    assert main(["eval", "--gt", str(gt), "--pred", f"m={pred}", "--out", str(tmp_path / "out"),
+                 "--workers", "200"]) == 0
+    expected = min(5, WORKERS_PER_CORE * available_cores())
+    assert f"--workers 200: using {expected} (at most one per item of work (5)" in caplog.text
+    assert f"5 images measured with {expected} worker processes" in caplog.text
 
 
 # ------------------------------------------------------------------ every input bounded
