@@ -21,6 +21,9 @@ from sodkit.resources import (
     resolve_workers,
 )
 from tests import hostile_files
+from tests.sod_fixtures import write_duts_layout
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_workers_and_threads_share_the_cores() -> None:
@@ -116,6 +119,20 @@ def test_a_crafted_image_is_refused_within_a_memory_cap(tmp_path, case, gt_name,
     line = _one_error_line(proc, "eval")
     for needle in needles:
         assert needle in line, line
+
+
+def test_check_data_names_a_sparse_8_gib_mask_within_a_memory_cap(tmp_path):
+    """The header check of check-data (and of training's pair filter) read whole files too."""
+    root = write_duts_layout(tmp_path / "data", n_train=3, n_test=0)
+    mask = root / "DUTS-TR" / "DUTS-TR-Mask" / "sun_tr_001.png"
+    hostile_files.sparse_file(mask, 8 << 30)
+    proc = hostile_files.run_capped(
+        ["check-data", str(ROOT / "configs" / "demo.yaml"), f"data_root={root}",
+         "data.train=[{preset: duts-tr}]", "data.test=[]"], tmp_path,
+        preload=("torch", "sodkit.data", "PIL.Image"))
+    assert proc.returncode == 1, proc.stderr  # problems found: listed, not a crash
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
+    assert "sun_tr_001.png" in proc.stdout and "SODKIT_MAX_FILE_MB" in proc.stdout, proc.stdout
 
 
 def test_a_billion_laughs_config_is_refused_within_a_memory_cap(tmp_path):
