@@ -169,3 +169,29 @@ def test_report_skips_a_zip_bomb_checkpoint_within_a_memory_cap(tmp_path):
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
     assert "bomb.pt" in proc.stderr and "2048 MiB" in proc.stderr, proc.stderr
     assert (tmp_path / "r.html").is_file()
+
+
+def test_report_skips_an_event_file_whose_record_claims_8_gib(trained, tmp_path):
+    """TensorBoard's reader allocates what a record's length field says: a 28-byte event file
+    claiming an 8 GiB record ended `sodkit report` in a MemoryError. It is skipped with a
+    warning naming it, and the run's own curves are read as before."""
+    import shutil
+    import struct
+
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from sodkit.report.training import training_scalars
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    header = struct.pack("<Q", 8 << 30)
+    bad = run / "tb" / "events.out.tfevents.9999999999.crafted"
+    bad.write_bytes(header + struct.pack("<I", masked_crc32c(header)) + bytes(12))
+    proc = hostile_files.run_capped(
+        ["report", str(run), "--out", str(tmp_path / "r.html")], tmp_path,
+        preload=("sodkit.report.html",
+                 "tensorboard.backend.event_processing.event_accumulator"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"skipping {bad}: a record declares 8589934592 bytes" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert training_scalars(run) == training_scalars(trained)  # the good files, file by file

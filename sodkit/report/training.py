@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import pickle
 import re
+import struct
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,20 @@ def training_scalars(folder: Path) -> Series:
 
 
 def _from_events(tb: Path) -> Series:
+    files = sorted(tb.glob("events.out.tfevents.*"))
+    readable = [path for path in files if _records_fit(path)]
+    by_tag: dict[str, dict[int, float]] = {}
+    for source in [tb] if len(readable) == len(files) else readable:
+        for tag, events in _scalar_events(source).items():
+            by_tag.setdefault(tag, {}).update((e.step, float(e.value)) for e in events)  # resumes
+    return {tag: sorted(by_step.items()) for tag, by_step in by_tag.items()}
+
+
+def _scalar_events(source: Path) -> dict[str, list[Any]]:
+    """The ``loss/`` and ``lr/`` scalar events of an event file or a folder of them."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(tb), size_guidance={"scalars": 0, "images": 1, "tensors": 1})
+    acc = EventAccumulator(str(source), size_guidance={"scalars": 0, "images": 1, "tensors": 1})
     quiet = logging.getLogger("tensorboard")  # "No path found after ..." at the end of the files
     level = quiet.level
     quiet.setLevel(logging.WARNING)
@@ -48,11 +60,29 @@ def _from_events(tb: Path) -> Series:
     finally:
         quiet.setLevel(level)
     tags = [t for t in acc.Tags().get("scalars", []) if t.startswith(("loss/", "lr/"))]
-    series: Series = {}
-    for tag in tags:
-        by_step = {event.step: float(event.value) for event in acc.Scalars(tag)}  # resumes
-        series[tag] = sorted(by_step.items())
-    return series
+    return {tag: acc.Scalars(tag) for tag in tags}
+
+
+def _records_fit(path: Path) -> bool:
+    """Whether no record of an event file declares more bytes than the file holds: TensorBoard
+    allocates what a record's 8-byte length says (a 124-byte file saying 8 GiB ended the
+    report in a MemoryError). Reads the 12-byte record headers only; warns about a bad file."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            position = 0
+            while position + 12 <= size:
+                handle.seek(position)
+                length = struct.unpack("<Q", handle.read(8))[0]
+                if length > size:
+                    logger.warning("skipping %s: a record declares %d bytes, more than the file "
+                                   "holds (%d); damaged or crafted", path, length, size)
+                    return False
+                position += 16 + length
+    except OSError as exc:
+        logger.warning("skipping %s: %s", path, exc.strerror or exc)
+        return False
+    return True
 
 
 def _from_log(log: Path) -> Series:
