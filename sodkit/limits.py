@@ -10,7 +10,8 @@ sees alike, with or without a config:
 
 - ``SODKIT_MAX_PIXELS``: pixels of one decoded image (default 2**28 = 268 megapixels, 16384 x
   16384; OpenCV's own limit is 2**30);
-- ``SODKIT_MAX_FILE_MB``: size of one image file, which is read whole (default 1024 MiB).
+- ``SODKIT_MAX_FILE_MB``: size of one image file, which is read whole (default 1024 MiB); it
+  bounds the result files a report reads whole too (JSON, CSV, ``train.log``).
 
 Fixed bounds: a checkpoint (a zip) may declare at most :data:`MAX_UNPACKED_RATIO` times its size
 on disk once unpacked (torch stores tensors uncompressed, so a real one declares less than its
@@ -77,6 +78,18 @@ def _suggest(needed: int) -> int:
     return 1 << max(needed - 1, 1).bit_length()
 
 
+def check_file_size(path: str | Path, what: str = "file") -> None:
+    """Refuse a file larger than ``SODKIT_MAX_FILE_MB`` before it is read whole (a run folder
+    from elsewhere may hold a sparse ``results.json`` that says 8 GB)."""
+    limit = max_file_bytes()
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return  # the reader names the problem
+    if size > limit:
+        raise _too_large(path, size, limit, what)
+
+
 def read_file(path: str | Path) -> bytes:
     """An image file's bytes, its size checked before reading (a sparse file may say 8 GB).
 
@@ -111,10 +124,10 @@ def _read_rest(fd: int, path: str | Path, data: bytes, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _too_large(path: str | Path, size: int, limit: int) -> DataError:
+def _too_large(path: str | Path, size: int, limit: int, what: str = "image") -> DataError:
     return DataError(
         f"{path}: the file is {size / MIB:.0f} MiB, more than the limit of {limit // MIB} MiB "
-        f"for one image; a damaged or crafted file, or a real image that large: then raise "
+        f"for one {what}; a damaged or crafted file, or a real {what} that large: then raise "
         f"the limit, e.g. {MAX_FILE_MB_VARIABLE}={_suggest(-(-size // MIB))}")
 
 

@@ -195,3 +195,17 @@ def test_report_skips_an_event_file_whose_record_claims_8_gib(trained, tmp_path)
     assert f"skipping {bad}: a record declares 8589934592 bytes" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert training_scalars(run) == training_scalars(trained)  # the good files, file by file
+
+
+@pytest.mark.parametrize("name", ["results.json", "results_per_image.csv", "train.log"])
+def test_report_refuses_a_sparse_8_gib_result_file_within_a_memory_cap(tmp_path, name):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"DS": {
+        "Smeasure": 0.5, "wFmeasure": 0.4, "meanEm": 0.6, "maxFm": 0.5, "MAE": 0.1}}))
+    hostile_files.sparse_file(run / name, 8 << 30, head=b"")
+    proc = hostile_files.run_capped(["report", str(run), "--out", str(tmp_path / "r.html")],
+                                    tmp_path, preload=("sodkit.report.html",))
+    assert proc.returncode == 2, proc.stderr
+    line = _one_error_line(proc, "report")
+    assert str(run / name) in line and "8192 MiB" in line and "SODKIT_MAX_FILE_MB" in line, line

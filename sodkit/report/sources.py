@@ -42,6 +42,9 @@ class Source:
 
 
 def _json(path: Path) -> Any:
+    from ..limits import check_file_size
+
+    check_file_size(path, "result file")
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:

@@ -176,9 +176,12 @@ def write_per_image_csv(rows: Sequence[Mapping[str, str]], out_dir: str | Path) 
 
 def read_per_image_csv(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a ``results_per_image.csv``, scores as floats; missing file -> []."""
+    from ..limits import check_file_size
+
     path = Path(path)
     if not path.is_file():
         return []
+    check_file_size(path, "result file")
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     for row in rows:

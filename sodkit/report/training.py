@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from ..limits import check_unpacked_size
+from ..limits import check_file_size, check_unpacked_size
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,7 @@ def _records_fit(path: Path) -> bool:
 
 
 def _from_log(log: Path) -> Series:
+    check_file_size(log, "log")
     series: Series = {}
     for line in log.read_text(errors="replace").splitlines():
         match = _LOG_LINE.search(line)
