@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
+import torch
 
 from sodkit.cli import main
 from sodkit.config import load_config
@@ -24,6 +25,7 @@ from tests import hostile_files
 from tests.sod_fixtures import write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "configs" / "demo.yaml"
 
 
 def test_workers_and_threads_share_the_cores() -> None:
@@ -209,3 +211,92 @@ def test_report_refuses_a_sparse_8_gib_result_file_within_a_memory_cap(tmp_path,
     assert proc.returncode == 2, proc.stderr
     line = _one_error_line(proc, "report")
     assert str(run / name) in line and "8192 MiB" in line and "SODKIT_MAX_FILE_MB" in line, line
+
+
+# ------------------------------------------------- YAML, and the config inside a checkpoint
+@pytest.mark.parametrize(("text", "needle"), [
+    (hostile_files.billion_laughs(), "expand it to 1234567915 values"),
+    ("model:\n  backbone_kwargs: &loop {inner: *loop}\n", "refers to the node that holds it"),
+    ("model:\n  backbone_kwargs: {x: " + "[" * 3000 + "]" * 3000 + "}\n", "nested too deeply"),
+    ("model:\n  backbone_kwargs: {x: [" + "0, " * 100_001 + "]}\n", "more than 100000 values"),
+])
+def test_yaml_that_would_expand_without_bound_is_refused(tmp_path, text, needle):
+    """Every YAML sodkit reads (recipes, overrides, --methods files, a run's config.yaml in a
+    report) goes through one bounded loader; a refusal is a config error naming the file. The
+    billion laughs also runs under a memory cap above."""
+    from sodkit.config import ConfigError, load_config
+
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text(text)
+    with pytest.raises(ConfigError, match=needle) as info:
+        load_config(recipe)
+    assert str(recipe) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_yaml_anchors_of_a_real_recipe_still_load(tmp_path):
+    from sodkit.config import ConfigError, load_config
+
+    recipe = tmp_path / "anchors.yaml"
+    recipe.write_text("data:\n  mean: &m [0.5, 0.5, 0.5]\n  std: *m\n  size: &s 64\n"
+                      "  size_list: [*s, 96]\n")
+    cfg = load_config(recipe)
+    assert cfg.data.std == [0.5, 0.5, 0.5] and cfg.data.size_list == [64, 96]
+    recipe.write_text("# padding\n" * 110_000)  # 1.05 MB of comments: over the size bound
+    with pytest.raises(ConfigError, match="more than the 1 MiB a YAML file may have"):
+        load_config(recipe)
+
+
+def test_a_billion_laughs_override_is_refused(tmp_path, capsys):
+    levels = ", ".join(f"k{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9))
+    override = f"model.backbone_kwargs={{k0: &a0 lol, {levels}}}"
+    assert len(override) < 700
+    assert main(["info", str(DEMO), override]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sodkit info: error: override") and "aliases" in err, err[:300]
+    assert len(err.splitlines()) == 1
+
+
+# ----------------------------------------------------------- a checkpoint's config is input
+def _with_config(trained: Path, tmp_path: Path, edit) -> Path:
+    state = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)
+    edit(state)
+    path = tmp_path / "edited.pt"
+    torch.save(state, path)
+    return path
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (lambda s: s["config"]["data"].update(size=60000), "data.size: at most 8192 pixels a side"),
+    (lambda s: s["config"]["data"].update(std=[0.2, 0.0, 0.2]), "data.std"),
+    (lambda s: s["config"]["train"].update(epohcs=3), "unknown config key 'train.epohcs'"),
+    (lambda s: s.pop("config"), "expected a mapping"),
+])
+@pytest.mark.parametrize("command", ["predict", "export"])
+def test_a_checkpoint_s_stored_config_is_checked_like_a_recipe(trained, tmp_path, capsys,
+                                                               edit, needle, command):
+    """predict and export build the network from the config inside the checkpoint: it is
+    checked as a recipe is, and an error names the checkpoint and the key, before any work."""
+    checkpoint = _with_config(trained, tmp_path, edit)
+    image = tmp_path / "x.png"
+    image.write_bytes(hostile_files.zero_png(40, 40))
+    args = {"predict": ["predict", "--checkpoint", str(checkpoint), "--out",
+                        str(tmp_path / "out"), str(image)],
+            "export": ["export", "--checkpoint", str(checkpoint), "--onnx",
+                       str(tmp_path / "m.onnx")]}[command]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert str(checkpoint) in err and "stored in it is invalid" in err and needle in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "m.onnx").exists()
+
+
+def test_an_input_side_beyond_the_bound_is_refused_before_any_work(trained, tmp_path, capsys):
+    checkpoint = str(trained / "checkpoints" / "last.pt")
+    image = tmp_path / "x.png"
+    image.write_bytes(hostile_files.zero_png(40, 40))
+    assert main(["predict", "--checkpoint", checkpoint, "--out", str(tmp_path / "out"),
+                 str(image), "--size", "60000"]) == 2
+    assert "--size 60000: from 32 to 8192 pixels a side" in capsys.readouterr().err
+    assert main(["export", "--checkpoint", checkpoint, "--onnx", str(tmp_path / "m.onnx"),
+                 "--size", "64", "9000"]) == 2
+    assert "--size 64 9000: from 32 to 8192 pixels a side" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "m.onnx").exists()
