@@ -4,17 +4,29 @@ OpenCV is the fastest decoder here (DESIGN.md: 1.2 ms per 320x320 pair against 2
 ``cv2.IMREAD_UNCHANGED`` keeps 16-bit data and alpha so that we decide the conversion, not the
 decoder; the EXIF orientation is applied as every image viewer applies it. A file that does not
 decode is a DataError that says whether it is empty, not an image at all, or truncated.
+
+No decoder sees a file before its size on disk and the pixels its header declares are checked
+against the limits (limits.py: ``SODKIT_MAX_FILE_MB``, ``SODKIT_MAX_PIXELS``). The header is
+read from the PNG's IHDR, or by Pillow (which reads the EXIF orientation from it anyway) for the
+other formats; a file whose header Pillow cannot read goes to OpenCV, under OpenCV's own limit
+(2**30 pixels), and ends in its error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import struct
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
 
 from .errors import DataError
+from .limits import check_pixels, read_file
 from .mask_encoding import decode_mask
 from .png import decode_grey
 
@@ -66,23 +78,94 @@ def _png_chunks(data: bytes) -> set[bytes]:
     return kinds
 
 
-def exif_orientation(data: bytes) -> int:
-    """The EXIF orientation tag (1-8; 1 = as stored) of an encoded image, 1 when it has none.
+def _png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG's IHDR, None when the file has no readable IHDR first."""
+    if len(data) < 24 or data[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", data[16:24])
+
+
+_PILLOW_LIMIT = threading.Lock()
+
+
+@contextlib.contextmanager
+def _pillow(data: bytes) -> Iterator[Any]:
+    """Pillow's lazy image (header read, pixels not), or None for a file it cannot identify.
+
+    Pillow's own decompression-bomb check (a ``DecompressionBombError`` traceback above 179
+    megapixels, a warning above 89) is off while it opens: sodkit checks its own limit on the
+    size, so that one setting decides for every decoder.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    with _PILLOW_LIMIT:
+        limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+        try:
+            image = Image.open(io.BytesIO(data))
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+            image = None
+        finally:
+            Image.MAX_IMAGE_PIXELS = limit
+    if image is None:
+        yield None
+        return
+    with image:
+        yield image
+
+
+def _orientation(image: Any) -> int:
+    try:
+        value = image.getexif().get(EXIF_ORIENTATION, 1)
+    except (OSError, SyntaxError, ValueError):
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def read_header(data: bytes, source: str | Path = "the image") -> tuple[int, int, int] | None:
+    """``(width, height, EXIF orientation)`` of an encoded image as stored (1-8; 1: as stored),
+    None when its header cannot be read (OpenCV then names the problem).
 
     Pillow decodes a whole PNG to look for an ``eXIf`` chunk after the pixels (as slow as
     decoding it with OpenCV, which doubled the cost of every mask read), so a PNG without a
     chunk that could hold an orientation is answered from its chunk headers, without Pillow.
-    """
-    if data.startswith(_PNG_SIGNATURE) and _png_chunks(data).isdisjoint(_PNG_ORIENTATION_CHUNKS):
-        return 1
-    from PIL import Image, UnidentifiedImageError
 
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            value = image.getexif().get(EXIF_ORIENTATION, 1)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
-        return 1
-    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+    Raises:
+        DataError: the header declares more pixels than ``SODKIT_MAX_PIXELS`` (named
+            ``source``), before Pillow decodes anything.
+    """
+    size = _png_size(data) if data.startswith(_PNG_SIGNATURE) else None
+    if size is not None:
+        check_pixels(source, *size)
+        if _png_chunks(data).isdisjoint(_PNG_ORIENTATION_CHUNKS):
+            return (*size, 1)
+    with _pillow(data) as image:
+        if image is None:
+            return None if size is None else (*size, 1)
+        check_pixels(source, *image.size)
+        return (*image.size, _orientation(image))
+
+
+def exif_orientation(data: bytes, source: str | Path = "the image") -> int:
+    """The EXIF orientation tag (1-8; 1 = as stored) of an encoded image, 1 when it has none."""
+    header = read_header(data, source)
+    return 1 if header is None else header[2]
+
+
+def header_size(path: str | Path) -> tuple[int, int]:
+    """(height, width) as displayed (after the EXIF orientation), from the header only.
+
+    Raises:
+        DataError: the file is unreadable, empty, no image, or beyond the limits (limits.py).
+    """
+    data = read_file(path)
+    if not data or sniff_format(data[:16]) is None:
+        raise _undecodable(path, np.frombuffer(data, dtype=np.uint8))
+    header = read_header(data, path)
+    if header is None:
+        raise DataError(f"cannot read the header of {path}: not a valid "
+                        f"{sniff_format(data[:16])} file; replace or remove it")
+    width, height, orientation = header
+    return (width, height) if orientation >= 5 else (height, width)  # a quarter turn swaps
 
 
 _ORIENT = {  # EXIF orientation -> the operations that show the image as a viewer does
@@ -102,19 +185,19 @@ def _read_raw(path: str | Path) -> np.ndarray:
     OpenCV's ``IMREAD_UNCHANGED`` ignores the EXIF orientation, so it is read from the header
     (Pillow, header only) and applied here: a mask drawn on the displayed photo then aligns.
     """
-    try:
-        with open(path, "rb") as handle:  # non-ASCII paths work, unlike cv2.imread
-            encoded = handle.read()  # read once: decoded and searched for EXIF from memory
-    except OSError as exc:
-        raise DataError(f"cannot read image file {path}: {exc.strerror or exc}") from None
-    array = decode_grey(encoded)  # the usual mask, several times faster than OpenCV
-    if array is not None:
-        return array  # its chunks hold no orientation
+    encoded = read_file(path)  # read once (non-ASCII paths work, unlike cv2.imread)
+    size = _png_size(encoded) if encoded.startswith(_PNG_SIGNATURE) else None
+    if size is not None:
+        check_pixels(path, *size)
+        array = decode_grey(encoded, path)  # the usual mask, several times faster than OpenCV
+        if array is not None:
+            return array  # its chunks hold no orientation
+    header = read_header(encoded, path) if encoded else None
     data = np.frombuffer(encoded, dtype=np.uint8)
     array = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
     if array is None:
         raise _undecodable(path, data)
-    for op in _ORIENT.get(exif_orientation(encoded), []):
+    for op in _ORIENT.get(1 if header is None else header[2], []):
         array = op(array)
     return array
 

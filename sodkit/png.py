@@ -12,14 +12,21 @@ Average or Paeth (Pillow's and libpng's adaptive filtering) are left to libpng, 
 Everything else (colour, 16-bit, palette, interlaced, transparency, text or EXIF chunks that may
 carry an orientation, a CRC that does not match, a truncated stream) gets ``None``: the caller
 decodes it with OpenCV as before, whose errors then describe the file.
+
+Inflating stops one byte past the size the header declares (libpng stops there too), so a
+stream that holds more (2 GiB under a 4x4 header fits in 2 MB) costs nothing and is a
+``DataError``; the caller has checked the declared size against the pixel limit (limits.py).
 """
 
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import cv2
 import numpy as np
+
+from .errors import DataError
 
 try:  # 2-10x faster inflate than the system zlib on these streams; same API
     from zlib_ng import zlib_ng as _zlib
@@ -33,18 +40,19 @@ _IGNORED_CHUNKS = frozenset({b"pHYs", b"gAMA", b"cHRM", b"sRGB", b"iCCP", b"tIME
 _MAX_PIXEL_SUM = (1 << 31) - 1  # cv2.integral's int32 sums must not overflow
 
 
-def decode_grey(data: bytes) -> np.ndarray | None:
+def decode_grey(data: bytes, source: str | Path = "the PNG data") -> np.ndarray | None:
     """The (H, W) uint8 pixels of an 8-bit grey PNG, equal to ``cv2.imdecode(...,
-    IMREAD_UNCHANGED)``; ``None`` for any other file (decode it with OpenCV)."""
+    IMREAD_UNCHANGED)``; ``None`` for any other file (decode it with OpenCV).
+
+    Raises:
+        DataError: the image data inflates to more than the header declares (names ``source``).
+    """
     parsed = _parse(data)
     if parsed is None:
         return None
     ihdr, width, height, stream = parsed
-    try:
-        raw = _zlib.decompress(stream)
-    except _zlib.error:
-        return None
-    if len(raw) != height * (width + 1):
+    raw = _inflate(stream, width, height, source)
+    if raw is None:
         return None
     rows = np.frombuffer(raw, dtype=np.uint8).reshape(height, width + 1)
     filters = rows[:, 0]
@@ -53,6 +61,21 @@ def decode_grey(data: bytes) -> np.ndarray | None:
     if filters.max() <= 2:
         return _unfilter_none_sub_up(filters, rows[:, 1:])
     return _decode_stored(ihdr, raw)
+
+
+def _inflate(stream: bytes, width: int, height: int, source: str | Path) -> bytes | None:
+    """The scanlines of the size the header declares, never more; ``None`` for a stream that is
+    short, unfinished or corrupt (OpenCV then describes it)."""
+    size = height * (width + 1)
+    inflater = _zlib.decompressobj()
+    try:
+        raw = inflater.decompress(stream, size + 1)
+    except _zlib.error:
+        return None
+    if len(raw) > size:
+        raise DataError(f"{source}: holds more image data than its header declares ({width}x"
+                        f"{height} grey pixels); a damaged or crafted file, replace or remove it")
+    return raw if len(raw) == size and inflater.eof else None
 
 
 def _parse(data: bytes) -> tuple[bytes, int, int, bytes] | None:

@@ -12,13 +12,22 @@ a worker only pays once a core is left over for it. So:
 
 "Cores" are the CPUs in this process's affinity mask divided by the processes ``torchrun`` starts
 on this machine (``LOCAL_WORLD_SIZE``), so ranks sharing a machine do not oversubscribe it.
+
+A count the user gives (``--workers``, ``data.num_workers``) is capped by :func:`cap_workers`: at
+most one worker per item of work, and :data:`WORKERS_PER_CORE` per core (a worker waits for its
+files part of the time, so a few more than the cores can pay; 200 cannot, and each holds its
+own memory), with a line saying so.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 MAX_AUTO_WORKERS = 8
+WORKERS_PER_CORE = 2
+
+logger = logging.getLogger(__name__)
 
 
 def available_cores() -> int:
@@ -48,3 +57,15 @@ def default_threads(cores: int | None = None) -> int:
 def resolve_workers(configured: int | None) -> int:
     """``data.num_workers``: the configured count, or the automatic one for None."""
     return default_workers() if configured is None else configured
+
+
+def cap_workers(requested: int, work: int | None = None, what: str | None = None) -> int:
+    """``requested`` workers, at most one per item of ``work`` (None: unknown) and
+    :data:`WORKERS_PER_CORE` per core; ``what`` (the setting's name) gets a line when capped."""
+    cores = available_cores()
+    capped = min(requested, WORKERS_PER_CORE * cores, requested if work is None else max(work, 1))
+    if capped < requested and what is not None:
+        work_text = "" if work is None else f"one per item of work ({work}) and "
+        logger.info("%s %d: using %d (at most %s%d per core, %d cores)", what, requested,
+                    capped, work_text, WORKERS_PER_CORE, cores)
+    return capped

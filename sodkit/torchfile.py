@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .errors import SaveInterrupted, UserError, WriteFailed
+from .limits import check_unpacked_size
 
 FORMAT = 2  # 1: numpy RNG state pickled as ndarray; 2: tensors and plain types only
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
@@ -141,7 +142,8 @@ def read_weights_only(path: str | Path, what: str = "checkpoint") -> Any:
 
     Raises:
         UserError: the path is missing or a folder, the file is truncated or not a torch file,
-            or it needs pickled code (the message names the globals and the way out).
+            it declares far more unpacked data than its size (torch would allocate it all), or
+            it needs pickled code (the message names the globals and the way out).
     """
     path = Path(path).expanduser()
     if path.is_dir():
@@ -149,6 +151,7 @@ def read_weights_only(path: str | Path, what: str = "checkpoint") -> Any:
                         f"{path / 'checkpoints' / 'last.pt'}")
     if not path.is_file():
         raise UserError(f"{what} not found: {path}")
+    check_unpacked_size(path, what)
     try:
         return _read(path)
     except pickle.UnpicklingError as exc:
@@ -207,6 +210,7 @@ def convert_legacy(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
+    check_unpacked_size(path)
     try:
         state = _read(path, _numpy_globals())
     except pickle.UnpicklingError as exc:

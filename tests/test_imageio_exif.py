@@ -64,3 +64,23 @@ def test_a_plain_png_is_orientation_one_and_reads_as_decoded(tmp_path):
     (tmp_path / "m.png").write_bytes(data)
     with Image.open(tmp_path / "m.png") as image:
         assert np.array_equal(read_mask(tmp_path / "m.png"), np.asarray(image))
+
+
+def test_pillow_s_own_bomb_check_never_decides(tmp_path, monkeypatch):
+    """A PNG with a text chunk goes to Pillow for its orientation. Pillow raises its own
+    ``DecompressionBombError`` (a traceback) above twice ``Image.MAX_IMAGE_PIXELS`` (179
+    megapixels by default, so a real 13500x13500 scan failed); sodkit's SODKIT_MAX_PIXELS
+    decides instead, and Pillow's setting is left as it was."""
+    from sodkit.errors import DataError
+
+    data = _png(_raw_profile(1, False))
+    (tmp_path / "m.png").write_bytes(data)
+    with Image.open(io.BytesIO(data)) as image:
+        expected = np.asarray(image)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 50)  # stands in for a 180-megapixel image
+    mask = read_mask(tmp_path / "m.png")
+    assert np.array_equal(mask, expected) and Image.MAX_IMAGE_PIXELS == 50
+    monkeypatch.setenv("SODKIT_MAX_PIXELS", "100")
+    with pytest.raises(DataError, match=r"m\.png: its header declares 20x12 pixels"):
+        read_mask(tmp_path / "m.png")
+    assert Image.MAX_IMAGE_PIXELS == 50

@@ -211,3 +211,61 @@ def test_read_mask_equals_opencv_on_files(tmp_path):
             cv2.imwrite(str(path), image)
             np.testing.assert_array_equal(read_mask(path), cv2.imread(str(path),
                                                                       cv2.IMREAD_UNCHANGED))
+
+
+# ------------------------------------------------------------ bounds (docs/reliability.md)
+def test_image_data_beyond_the_header_is_an_error_naming_the_file(tmp_path):
+    """Inflating stops one byte past what IHDR declares: 64 MiB of zeros under a 4x4 header
+    (64 KB on disk) are never inflated, and the file is named."""
+    from sodkit.errors import DataError
+    from tests.hostile_files import zero_png
+
+    path = tmp_path / "liar.png"
+    path.write_bytes(zero_png(4, 4, inflated=64 << 20))
+    assert path.stat().st_size < 100_000
+    with pytest.raises(DataError, match=r"liar\.png: holds more image data than its header "
+                                        r"declares \(4x4"):
+        read_mask(path)
+    exact = zero_png(4, 4)  # the same builder, the declared size: decodes
+    np.testing.assert_array_equal(decode_grey(exact), np.zeros((4, 4), np.uint8))
+
+
+@pytest.mark.parametrize("kind", ["fast path", "colour PNG", "16-bit PNG", "PNG with text",
+                                  "JPEG", "BMP"])
+def test_every_decoder_refuses_more_pixels_than_the_limit(tmp_path, monkeypatch, kind):
+    """SODKIT_MAX_PIXELS holds for every path a file can take, read from the header before any
+    decoder runs; the message names the file and the setting."""
+    from sodkit.errors import DataError
+
+    grey = np.full((40, 30), 77, np.uint8)
+    data = {
+        "fast path": lambda: encode(grey, [1] * 40),
+        "colour PNG": lambda: cv2.imencode(".png", np.dstack([grey] * 3))[1].tobytes(),
+        "16-bit PNG": lambda: cv2.imencode(".png", grey.astype(np.uint16) * 257)[1].tobytes(),
+        "PNG with text": lambda: encode(grey, [1] * 40, after_idat=_chunk(b"tEXt", b"a\x00b")),
+        "JPEG": lambda: cv2.imencode(".jpg", grey)[1].tobytes(),
+        "BMP": lambda: cv2.imencode(".bmp", grey)[1].tobytes(),
+    }[kind]()
+    path = tmp_path / "big.img"
+    path.write_bytes(data)
+    assert read_mask(path).shape == (40, 30)  # within the default limit
+    monkeypatch.setenv("SODKIT_MAX_PIXELS", "1199")
+    with pytest.raises(DataError, match=r"big\.img: its header declares 30x40 pixels.*"
+                                        r"SODKIT_MAX_PIXELS="):
+        read_mask(path)
+    monkeypatch.setenv("SODKIT_MAX_PIXELS", "1200")
+    assert read_mask(path).shape == (40, 30)
+
+
+def test_a_file_larger_than_the_limit_is_not_read(tmp_path, monkeypatch):
+    from sodkit.errors import DataError, UserError
+    from tests.hostile_files import sparse_file
+
+    path = sparse_file(tmp_path / "huge.png", (3 << 20) + 1)
+    monkeypatch.setenv("SODKIT_MAX_FILE_MB", "3")
+    with pytest.raises(DataError, match=r"huge\.png: the file is 3 MiB, more than the limit of "
+                                        r"3 MiB.*SODKIT_MAX_FILE_MB=4"):
+        read_mask(path)
+    monkeypatch.setenv("SODKIT_MAX_FILE_MB", "lots")
+    with pytest.raises(UserError, match="SODKIT_MAX_FILE_MB='lots': expected a positive whole"):
+        read_mask(path)

@@ -95,15 +95,9 @@ def check_finite_weights(weights: dict[str, Any], name: str, source: Path) -> No
 def checkpoint_config(state: dict[str, Any], source: Path) -> Config:
     """The config a checkpoint was trained with, checked like any config (ranges included: a
     NaN ``data.std`` would normalise every image to NaN)."""
-    from ..config import Config, ConfigError, from_dict
+    from ..config.loader import stored_config
 
-    if not isinstance(state.get("config"), dict):
-        raise ConfigError(f"{source} holds no training config; is it a sodkit checkpoint?")
-    try:
-        return from_dict(Config, state["config"], prefix="")
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: the config stored in the checkpoint is not valid: "
-                          f"{exc}") from None
+    return stored_config(state.get("config"), source)
 
 
 def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto"

@@ -105,14 +105,10 @@ def _check_keys(entry: Any, allowed: set[str], where: str) -> dict[str, Any]:
 
 def read_methods_file(path: Path) -> list[Method]:
     """Methods of a YAML / JSON file (read with YAML's safe loader: data, never code)."""
-    import yaml
-
+    from ..config.yamlio import read_yaml
     from ..paths import check_name
 
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"--methods {path}: {exc}") from exc
+    data = read_yaml(path)  # bounded in size and in what its aliases expand to
     entries = data.get("methods") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
         raise UserError(f"--methods {path}: expected a list of methods (or 'methods: [...]')")

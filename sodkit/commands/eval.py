@@ -348,6 +348,7 @@ def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
 
 def run(args: argparse.Namespace) -> int:
     from ..engine.launcher import detect_dist_env
+    from ..resources import cap_workers
     from ._eval_pool import fork_is_safe, measure_pool, start_fork_server
 
     fork = fork_is_safe() and detect_dist_env().world_size == 1  # torchrun imports torch
@@ -361,13 +362,14 @@ def run(args: argparse.Namespace) -> int:
     check_table_outputs(args, inputs)
     group = EvalGroup()
     images = sum(len(group.shard(len(job.gts))) for job in jobs)  # this rank's
-    pool = measure_pool(_workers(args), images, explicit=args.workers is not None,
+    workers = cap_workers(_workers(args), images, "--workers" if args.workers else None)
+    pool = measure_pool(workers, images, explicit=args.workers is not None,
                         fork=fork)  # before any thread starts: the workers may be forked
     preload = _preload_plotting() if group.is_main else None
     failed = True
     try:
         _claim(Path(args.out), group, args.force)
-        tables = [_write_job(job, group, _workers(args), pool) for job in jobs]
+        tables = [_write_job(job, group, workers, pool) for job in jobs]
         if group.is_main:
             _write_summary(jobs, tables, args)
         failed = False

@@ -70,9 +70,8 @@ def run(args: argparse.Namespace) -> int:
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
                         aux_outputs=False)
     which = load_weights(net, state, checkpoint, args.weights)
+    # both bounded: --size by its type, the stored data.size by the config's range
     size = tuple(args.size) if args.size else (cfg.data.size, cfg.data.size)
-    if min(size) < 32:
-        raise UserError(f"--size {size[0]} {size[1]}: at least 32 pixels a side")
     model = SaliencyModel(net).eval()
     export_onnx(model, onnx, size, args.opset, args.dynamic)
     results = check_parity(model, onnx, parity_sizes(size, args.dynamic))

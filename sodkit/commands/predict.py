@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.runtime import Runtime
     from ..network import build_network
     from ..paths import claim_folder
+    from ..resources import cap_workers
     from ..torchfile import load_checkpoint
 
     paths = collect_inputs(args.inputs)
@@ -74,12 +75,13 @@ def run(args: argparse.Namespace) -> int:
     load_weights(model, state, Path(args.checkpoint), args.weights)
     model = model.to(runtime.device)
     transform = build_test_transform(cfg.data, size=args.size)
+    workers = cap_workers(args.workers, len(paths), "--workers")
     try:
         if runtime.is_main:
             claim_folder(out, "predict", force=args.force)
         runtime.barrier()
         predict_files(model, paths, transform, runtime, out,
-                      batch_size=args.batch_size, num_workers=min(args.workers, len(paths)),
+                      batch_size=args.batch_size, num_workers=workers,
                       tta=cfg.eval.tta if args.tta is None else args.tta)
     finally:
         runtime.close()

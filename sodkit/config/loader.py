@@ -21,6 +21,7 @@ from ..output_names import check_dataset_name
 from ..paths import check_name
 from .ranges import check_ranges, expand_paths
 from .schema import Config
+from .yamlio import load_yaml, read_yaml
 
 
 class ConfigError(UserError, ValueError):
@@ -34,17 +35,27 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raw = read_yaml(path, ConfigError) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
     for item in overrides or []:
         _apply_override(raw, item)
+    return _validated(raw)
+
+
+def _validated(raw: Any) -> Config:
     cfg = from_dict(Config, raw, prefix="")
     _check_values(cfg)
     return cfg
+
+
+def stored_config(raw: Any, source: str | Path) -> Config:
+    """The config a checkpoint holds, checked as a recipe is: a checkpoint from elsewhere is an
+    input like any other (its ``data.size=60000`` would ask for 10.8 GB per image)."""
+    try:
+        return _validated(raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: the config stored in it is invalid: {exc}") from None
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -55,10 +66,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     keys = [k for k in key.strip().split(".")]
     if not all(keys):
         raise ConfigError(f"override {item!r}: empty part in key {key!r}")
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from exc
+    value = load_yaml(text, f"override {item!r}: value", ConfigError) if text.strip() else ""
     return keys, value
 
 

@@ -10,7 +10,6 @@ problem means (training drops the pair, evaluation refuses, ``sodkit check-data`
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import DataError
-from ..imageio import exif_orientation, read_image, read_mask, sniff_format
+from ..imageio import header_size, read_image, read_mask
 from ..mask_encoding import MaskEncodingError, take_notes
 from .datasets import Pair
 
@@ -35,29 +34,6 @@ class Issue(NamedTuple):
     severity: str = ERROR
 
 
-def _header_size(path: Path) -> tuple[int, int]:
-    """(height, width) as displayed, from the header; DataError when the file is no image."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        head = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not head:
-        raise DataError(f"image file {path} is empty (0 bytes); replace or remove it")
-    if sniff_format(head[:16]) is None:
-        raise DataError(f"{path} is not an image (its content is no JPEG, PNG, BMP, TIFF, WebP "
-                        f"or GIF, whatever its extension says); replace or remove it")
-    try:
-        with Image.open(io.BytesIO(head)) as image:
-            width, height = image.size
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise DataError(f"cannot read the header of {path}: {exc}; replace or remove it") from None
-    if exif_orientation(head) >= 5:  # a quarter turn swaps the sides
-        height, width = width, height
-    return height, width
-
-
 def _mismatch(pair: Pair, image: tuple[int, ...], mask: tuple[int, ...]) -> Issue | None:
     if tuple(image[:2]) == tuple(mask[:2]):
         return None
@@ -68,7 +44,7 @@ def _mismatch(pair: Pair, image: tuple[int, ...], mask: tuple[int, ...]) -> Issu
 def check_pair(pair: Pair, full: bool = False) -> list[Issue]:
     """Every problem of one pair (an empty list when it is fine)."""
     issues: list[Issue] = []
-    readers: tuple[Callable, Callable] = (read_image, read_mask) if full else (_header_size,) * 2
+    readers: tuple[Callable, Callable] = (read_image, read_mask) if full else (header_size,) * 2
     shapes = []
     for path, reader in zip((pair.image, pair.mask), readers, strict=True):
         try:

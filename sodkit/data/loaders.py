@@ -26,7 +26,7 @@ from ..config.loader import ConfigError
 from ..config.schema import Config
 from ..engine.launcher import shard_range
 from ..errors import DataError
-from ..resources import resolve_workers
+from ..resources import cap_workers, resolve_workers
 from .checks import Issue, bad_stems, check_pairs, output_name_issues
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
 from .transforms import build_test_transform, build_train_transform
@@ -138,7 +138,7 @@ def collate_test(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _loader_options(cfg: Config, persistent: bool) -> dict[str, Any]:
-    workers = resolve_workers(cfg.data.num_workers)
+    workers = cap_workers(resolve_workers(cfg.data.num_workers), what="data.num_workers")
     return {"num_workers": workers,
             "pin_memory": cfg.data.pin_memory and torch.cuda.is_available(),
             "persistent_workers": persistent and workers > 0,

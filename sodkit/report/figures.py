@@ -90,8 +90,12 @@ def thumbnail_uri(path: str | Path | None, height: int = THUMB_HEIGHT) -> str | 
         return None
     import cv2
 
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
+    from ..errors import DataError
+    from ..imageio import read_image
+
+    try:  # within the limits on file size and pixels (limits.py), upright as displayed
+        image = cv2.cvtColor(read_image(path), cv2.COLOR_RGB2BGR)
+    except DataError:
         return None
     rows, cols = image.shape[:2]
     width = max(1, math.ceil(cols * height / rows))

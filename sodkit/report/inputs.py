@@ -25,7 +25,11 @@ def _damaged(path: Path, what: str) -> UserError:
 
 
 def read_json(path: Path) -> Any:
-    """The JSON document of ``path``; a one-line UserError if it is unreadable or not JSON."""
+    """The JSON document of ``path``; a one-line UserError if it is unreadable, larger than
+    the file size limit (``sodkit.limits``) or not JSON."""
+    from ..limits import check_file_size
+
+    check_file_size(path, "result file")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -91,15 +95,19 @@ def eval_manifest(path: Path) -> dict[str, Any]:
 
 
 def run_config(path: Path) -> dict[str, Any]:
-    """A run's ``config.yaml`` as a mapping (read with YAML's safe loader)."""
-    import yaml
+    """A run's ``config.yaml`` as a mapping (YAML's safe loader, its size and alias expansion
+    bounded: a run folder from elsewhere is input)."""
+    from ..config.yamlio import load_yaml
+    from ..limits import check_file_size
 
+    check_file_size(path, "config")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read {path}: {exc}") from None
-    except yaml.YAMLError as exc:
-        first = " ".join(str(exc).split())
-        raise _damaged(path, f"not valid YAML ({first})") from None
+    try:
+        data = load_yaml(text, str(path))
+    except UserError as exc:
+        raise _damaged(path, " ".join(str(exc).split()).removeprefix(f"{path}: ")) from None
     return _mapping(data or {}, path, "the file")
 

@@ -211,11 +211,13 @@ def read_per_image_csv(path: str | Path) -> list[dict[str, Any]]:
             line is not CSV (a field over csv's 128 KB limit, a NUL byte), naming the line.
     """
     from ..errors import UserError
+    from ..limits import check_file_size
     from .cells import restore
 
     path = Path(path)
     if not path.is_file():
         return []
+    check_file_size(path, "result file")
     rows = []
     with open(path, newline="", encoding="utf-8", errors="replace") as handle:
         reader = csv.DictReader(handle)

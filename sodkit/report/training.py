@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from ..limits import check_file_size, check_unpacked_size
 from .confine import Reach
 
 logger = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ def _from_events(files: list[Path]) -> tuple[Series, str | None]:
 
 
 def _from_log(log: Path) -> Series:
+    check_file_size(log, "log")
     series: Series = {}
     for line in log.read_text(errors="replace").splitlines():
         match = _LOG_LINE.search(line)
@@ -161,6 +163,7 @@ class _Peek(pickle.Unpickler):
 def checkpoint_info(path: Path) -> dict[str, Any] | None:
     """``{"file", "epoch", "step", "best"}`` of a sodkit checkpoint; None if unreadable."""
     try:
+        check_unpacked_size(path)  # a zip bomb would be inflated whole by the read below
         with zipfile.ZipFile(path) as archive:
             name = next(n for n in archive.namelist() if n.endswith("/data.pkl"))
             with archive.open(name) as handle:
