@@ -6,8 +6,12 @@ import argparse
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._common import add_weights_argument, load_weights
+
+if TYPE_CHECKING:
+    from ..outputs import OutputFolder
 
 HELP = "export a checkpoint's network (with its sigmoid) to ONNX and check it with onnxruntime"
 
@@ -22,22 +26,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dynamic", action="store_true",
                         help="symbolic batch, height and width (checked at two more sizes)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --onnx file")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --onnx file that sodkit export did not write, "
+                             "or that was changed since")
     add_weights_argument(parser)
 
 
-def check_target(onnx: Path, checkpoint: Path, overwrite: bool) -> None:
-    """The output is a new (or, with --overwrite, an earlier) .onnx file, never the input."""
+def check_target(onnx: Path, checkpoint: Path, overwrite: bool) -> OutputFolder:
+    """The output is a new .onnx file, or one sodkit export wrote and nobody changed since (or
+    any, with --overwrite), never the input nor in another command's folder."""
     from ..errors import UserError
-    from ..paths import check_not_input
+    from ..outputs import single_file
 
     if onnx.suffix != ".onnx":
         raise UserError(f"--onnx {onnx}: the file name must end with .onnx")
-    check_not_input(onnx, [checkpoint], "--onnx")
-    if onnx.exists() and not overwrite:
-        raise UserError(f"--onnx {onnx} exists; pass --overwrite to replace it")
     if not onnx.parent.is_dir():
         raise UserError(f"--onnx {onnx}: the folder {onnx.parent} does not exist")
+    return single_file(onnx, "export", overwrite, "--onnx", [checkpoint], flag="--overwrite")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from ..torchfile import load_checkpoint
 
     onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
-    check_target(onnx, checkpoint, args.overwrite)
+    target = check_target(onnx, checkpoint, args.overwrite)
     state = load_checkpoint(checkpoint)
     cfg = from_dict(Config, state["config"], prefix="")
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if min(size) < 32:
         raise UserError(f"--size {size[0]} {size[1]}: at least 32 pixels a side")
     model = SaliencyModel(net).eval()
-    export_onnx(model, onnx, size, args.opset, args.dynamic)
+    target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, args.opset, args.dynamic))
     results = check_parity(model, onnx, parity_sizes(size, args.dynamic))
     for (h, w), diff in results:
         print(f"{h}x{w}: largest |onnxruntime - PyTorch| = {diff:.3e}")

@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run folders (sodkit train / test) or sodkit eval output folders")
     parser.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
     parser.add_argument("--force", action="store_true",
-                        help="replace existing --out / --latex / --xlsx files sodkit did not write")
+                        help="replace existing --out / --latex / --xlsx files that sodkit report "
+                             "did not write, or that were changed since (never an input)")
     add_table_arguments(parser)
 
 
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     check_table_outputs(args, folders)
     sources = load_sources(folders)
     page = build_report(sources, parse_metrics(args.metrics))
-    write_file(out, lambda path: path.write_text(page, encoding="utf-8"))
+    write_file(out, lambda path: path.write_text(page, encoding="utf-8"), args.force)
     comparison: dict[str, dict[str, dict[str, float]]] = {}
     for source in sources:
         comparison.update(source.results)
