@@ -30,6 +30,7 @@ KINDS = {"train": "a training run folder of sodkit train",
 # writer). ``--overwrite`` deletes them with the folder.
 WORKING = {"train": ("checkpoints", "tb", "train.log", "config.yaml"), "test": ("test.log",)}
 _OWN = (MARKER, RECORD)
+TMP = ".sodkit-tmp-"  # a file being written (left behind only by a kill): sodkit's own
 
 
 def sha256_file(path: Path) -> str:
@@ -83,7 +84,7 @@ def write_marker(folder: Path, kind: str, created: str | None = None) -> None:
 def _replace(path: Path, write: Callable[[Path], None]) -> None:
     """``write`` a temporary file beside ``path`` (same suffix: writers pick the format by it),
     then rename it over ``path``: a reader never sees half a file, a failure leaves the old."""
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    tmp = path.with_name(f"{TMP}{os.getpid()}{path.suffix[:16]}")  # fits any name length
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -242,8 +243,9 @@ class OutputFolder:
 
 
 def files_under(folder: Path, nested: list[Path] | None = None) -> Iterator[Path]:
-    """Every file under ``folder`` but sodkit's own bookkeeping, links not followed (a link is
-    listed as a file). Marked folders inside are not entered: they go to ``nested``."""
+    """Every file under ``folder`` but sodkit's own bookkeeping (marker, record, temporary
+    files), links not followed (a link is listed as a file). Marked folders inside are not
+    entered: they go to ``nested``."""
     for parent, dirs, names in os.walk(folder):
         parent = Path(parent)
         for name in sorted(dirs):
@@ -257,7 +259,7 @@ def files_under(folder: Path, nested: list[Path] | None = None) -> Iterator[Path
                     nested.append(sub)
         dirs.sort()
         for name in sorted(names):
-            if parent != Path(folder) or name not in _OWN:
+            if not name.startswith(TMP) and (parent != Path(folder) or name not in _OWN):
                 yield parent / name
 
 
