@@ -31,11 +31,16 @@ from .errors import SaveInterrupted, WriteFailed
 OUTPUT_HINT = "Free some space or choose another output folder, then run again"
 
 
+TEMP_PREFIX = ".sodkit-tmp-"  # a file being written (left behind only by a kill)
+
+
 def temporary_beside(path: Path) -> Path:
     """A new, empty file beside ``path`` (same folder, so the rename is atomic), mode 0666 &
-    ~umask, with a hidden name that never collides with an output's."""
+    ~umask, with a hidden name that never collides with an output's, fits beside a name of any
+    length, and keeps the suffix (writers such as matplotlib pick the format by it)."""
     while True:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        tmp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+                             f"{path.suffix[:16]}")
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             return tmp

@@ -5,25 +5,26 @@ goes through :func:`check_name`, so a typo such as ``name=..`` is a config error
 path that points at the user's working directory. As a second line of defence, :func:`inside`
 resolves each path sodkit writes and checks that it still lies in the folder it belongs to.
 
-Folders that sodkit creates for its outputs carry a marker file (:data:`MARKER`); sodkit deletes
-a folder only when it carries the marker and lies under the configured ``output_root``, and it
-writes into an existing non-empty folder only when that folder carries the marker (or the user
-says ``--force``). Light imports only: ``sodkit eval`` uses this without torch.
+Which folders and files a command may write, replace or delete is the business of
+:mod:`sodkit.outputs` (outputs by kind); the names here that delegate to it are kept for the
+commands that use them. Inputs are never outputs: :func:`check_not_input`. Light imports only:
+``sodkit eval`` uses this without torch.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import __version__
 from .errors import UserError
+from .outputs import MARKER, claim, is_owned, removal_problem
 
-MARKER = ".sodkit-run"  # written into every output folder sodkit creates
+__all__ = ["MARKER", "check_name", "check_not_input", "check_removable", "claim_folder",
+           "inside", "is_inside", "is_owned", "name_problem", "remove_run_folder",
+           "resolved_files"]
+
 MAX_NAME_BYTES = 255  # the longest file name common file systems accept
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -87,77 +88,46 @@ def inside(folder: Path, *parts: str) -> Path:
     return path
 
 
-def is_owned(folder: Path) -> bool:
-    """Whether ``folder`` carries sodkit's marker, i.e. sodkit created it."""
-    return (Path(folder) / MARKER).is_file()
-
-
-def _is_empty(folder: Path) -> bool:
-    return not any(folder.iterdir())
-
-
 def claim_folder(folder: Path, kind: str, force: bool = False) -> Path:
-    """Make ``folder`` an output folder of sodkit's, creating it with the marker if needed.
-
-    An existing folder is accepted when it is empty (the marker is added), when it carries the
-    marker already, or with ``force`` (nothing is deleted; files of the names sodkit writes are
-    replaced). Anything else is a UserError that says what was found and what to do.
-    """
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{folder} is a file, not a folder; choose a folder for the output")
-    if folder.is_dir() and not is_owned(folder):
-        if not _is_empty(folder) and not force:
-            raise UserError(
-                f"{folder} already holds files and was not created by sodkit (no {MARKER} "
-                f"marker); choose a new or empty folder, or pass --force to write into it "
-                f"anyway (only files of the names sodkit writes are replaced, nothing is deleted)"
-            )
-        if not _is_empty(folder):
-            return folder  # forced into a user's folder: never mark it as sodkit's own
-    folder.mkdir(parents=True, exist_ok=True)
-    marker = folder / MARKER
-    if not marker.exists():
-        info = {"sodkit": __version__, "kind": kind,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        marker.write_text(json.dumps(info) + "\n")
-    return folder
+    """:func:`sodkit.outputs.claim` (a run folder for ``train``, else ``--out``); returns
+    ``folder``."""
+    claim(folder, kind, force, "run folder" if kind == "train" else "--out")
+    return Path(folder)
 
 
-def check_removable(folder: Path, output_root: Path) -> None:
-    """Refuse ``--overwrite`` of anything but a marked sodkit folder strictly under output_root."""
+def check_removable(folder: Path, output_root: Path, kind: str = "train") -> None:
+    """Refuse ``--overwrite`` of anything but a folder of ``kind`` strictly under output_root
+    that holds only what sodkit ``kind`` wrote there (:func:`sodkit.outputs.removal_problem`)."""
     folder, root = Path(folder), Path(output_root)
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        kind = "symbolic link" if folder.is_symlink() else "file"
-        raise UserError(f"--overwrite: {folder} is a {kind}, not a run folder sodkit created; "
-                        f"nothing deleted")
-    resolved, root_resolved = folder.resolve(), root.resolve()
-    if resolved == root_resolved or not resolved.is_relative_to(root_resolved):
-        raise UserError(f"--overwrite: {folder} does not lie under output_root {root}; "
-                        f"nothing deleted")
-    if folder.exists() and not is_owned(folder):
-        raise UserError(
-            f"--overwrite: {folder} was not created by sodkit (no {MARKER} marker), so it is "
-            f"not deleted; choose another name=..., or move the folder away yourself (a run "
-            f"folder of sodkit before 0.2 has no marker: delete it by hand if you mean to)"
-        )
+    if not folder.is_symlink():
+        resolved, root_resolved = folder.resolve(), root.resolve()
+        if resolved == root_resolved or not resolved.is_relative_to(root_resolved):
+            raise UserError(f"--overwrite: {folder} does not lie under {root}; nothing deleted")
+    problem = removal_problem(folder, kind)
+    if problem is not None:
+        raise UserError(f"--overwrite: {problem}; nothing deleted")
 
 
-def remove_run_folder(folder: Path, output_root: Path) -> None:
-    """Delete a folder for ``--overwrite``: only sodkit's own, and only under output_root."""
-    check_removable(folder, output_root)
+def remove_run_folder(folder: Path, output_root: Path, kind: str = "train") -> None:
+    """Delete a folder for ``--overwrite``: only sodkit's own, of ``kind``, under output_root."""
+    check_removable(folder, output_root, kind)
     if Path(folder).exists():
         shutil.rmtree(Path(folder).resolve())
 
 
-def check_not_input(out: Path, inputs: list[Path], what: str = "--out") -> None:
-    """Refuse an output folder that is, or holds, one of the inputs (files or folders)."""
+def check_not_input(out: Path, inputs: Iterable[Path], what: str = "--out") -> None:
+    """Refuse an output (folder or file) that is, holds, or lies inside one of the inputs (files
+    or folders: GT, prediction and image folders, run folders given to ``report``). No
+    ``--force`` changes this: sodkit writes nothing into its inputs."""
     out_resolved = Path(out).resolve()
     for item in inputs:
         item_resolved = Path(item).resolve()
         if item_resolved == out_resolved or item_resolved.is_relative_to(out_resolved):
             raise UserError(f"{what} {out} holds the input {item}: writing there could replace "
-                            f"your inputs; choose an output folder outside the inputs")
+                            f"your inputs; choose an output outside the inputs")
+        if out_resolved.is_relative_to(item_resolved):
+            raise UserError(f"{what} {out} lies inside the input {item}: sodkit writes nothing "
+                            f"into its inputs, --force or not; choose an output outside them")
 
 
 def resolved_files(paths: Iterable[Path]) -> list[str]:

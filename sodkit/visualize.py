@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -45,9 +46,14 @@ def make_grid(rows: Sequence[Sequence[np.ndarray]], gap: int = 2) -> np.ndarray:
     return grid
 
 
-def write_rgb(path, image: np.ndarray) -> None:
-    """Write a uint8 RGB image (PNG) through OpenCV's BGR encoder."""
+def encode_rgb(image: np.ndarray) -> bytes:
+    """A uint8 RGB image as PNG bytes, through OpenCV's BGR encoder."""
     ok, buf = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
     if not ok:
-        raise OSError(f"cannot encode {path}")
-    buf.tofile(str(path))
+        raise OSError("cannot encode an RGB image as PNG")
+    return buf.tobytes()
+
+
+def write_rgb(path, image: np.ndarray) -> None:
+    """Write a uint8 RGB image (PNG)."""
+    Path(path).write_bytes(encode_rgb(image))

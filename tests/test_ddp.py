@@ -285,7 +285,8 @@ def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
         assert (run / name).is_file(), name
     assert len(list((run / "predictions" / "DUTS-TE").glob("*.png"))) == 7
     assert sorted(p.name for p in run.iterdir()) == sorted(
-        [".sodkit-run", "config.yaml", "train.log", "tb", "checkpoints", "predictions",
+        [".sodkit-run", ".sodkit-files", "config.yaml", "train.log", "tb", "checkpoints",
+         "predictions",
          "results.json", "results.md", "results.csv", "results_per_image.csv", "curves.json",
          "report.html", "samples.png", "curves"])
     rank1 = [p for p in logs.rglob("*.log") if p.parent.name == "1"]

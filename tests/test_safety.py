@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -29,8 +30,11 @@ DEMO = ROOT / "configs" / "demo.yaml"
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    # this checkout's sodkit, whatever the cwd (an installed sodkit would be found otherwise)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return subprocess.run([sys.executable, "-m", "sodkit", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+                          text=True, cwd=cwd, timeout=300, env=env)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

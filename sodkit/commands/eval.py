@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._eval_group import EvalGroup
     from ._eval_methods import Method
     from ._eval_pool import MeasurePool
+    from ._eval_write import DeferredFolder
 
 HELP = "evaluate saved predictions of one or more methods against GT masks (tables + curves)"
 
@@ -62,9 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=user_path, help="folder for results.{json,"
                         "md,csv}, pr.png, fm.png (a sub-folder per named dataset)")
     parser.add_argument("--force", action="store_true",
-                        help="write into an --out folder that holds files sodkit did not write "
-                             "(only files of the names it writes are replaced), and replace "
-                             "--latex / --xlsx files sodkit did not write")
+                        help="replace files that sodkit eval did not write, or that were changed "
+                             "since (only files of the names it writes), in --out and as "
+                             "--latex / --xlsx; never in another command's folder or an input")
     parser.add_argument("--workers", type=int_in(1), default=None,
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
@@ -173,7 +174,6 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     methods = _methods(args)
     inputs = input_folders(args, methods)
     out = Path(args.out)
-    check_not_input(out, inputs)
     jobs = []
     for name, folder in gts:
         files = list_images(folder)
@@ -183,6 +183,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
         for method in methods:
             _pair(job, method, name)
         jobs.append(job)
+    check_not_input(out, inputs)  # after the inputs are found: a missing one is named first
     return jobs, inputs
 
 
@@ -277,18 +278,13 @@ def _measure_shard(job: Job, group: EvalGroup, workers: int,
     return merged
 
 
-def _write_job(job: Job, group: EvalGroup, workers: int,
-               pool: MeasurePool | None) -> dict[str, dict[str, float]]:
+def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | None,
+               folder: DeferredFolder | None) -> dict[str, dict[str, float]]:
     """Measure one dataset and write its files (rank 0); returns ``{method: scalar metrics}``
     (empty on other ranks)."""
     from ..metrics import STANDARD_KEYS, scalar_metrics
-    from ..report import (
-        markdown_table,
-        plot_curves,
-        write_curves_json,
-        write_per_image_csv,
-        write_results,
-    )
+    from ..report import markdown_table
+    from ._eval_write import write_job
 
     logger.info("%s: %d images, methods: %s", job.name, len(job.gts), ", ".join(job.preds))
     metrics = _measure_shard(job, group, workers, pool)
@@ -296,10 +292,7 @@ def _write_job(job: Job, group: EvalGroup, workers: int,
         return {}
     results = {method: metric.compute() for method, metric in metrics.items()}
     table = {method: scalar_metrics(result) for method, result in results.items()}
-    write_results(table, job.out_dir, row_label="method")
-    write_curves_json(results, job.out_dir)
-    write_per_image_csv(_per_image_rows(job, metrics), job.out_dir)
-    plot_curves(results, job.out_dir)
+    write_job(job, results, table, _per_image_rows(job, metrics), folder)
     shown = markdown_table(table, "method", STANDARD_KEYS)  # all metrics are in the files
     print(f"\n{job.name}\n\n{shown}")
     return table
@@ -309,41 +302,6 @@ def _workers(args: argparse.Namespace) -> int:
     from ..resources import available_cores
 
     return max(1, args.workers if args.workers is not None else available_cores())
-
-
-def _claim(out: Path, group: EvalGroup, force: bool) -> None:
-    """Rank 0 claims the output folder; a refusal ends every rank."""
-    from ..paths import claim_folder
-
-    error = None
-    if group.is_main:
-        try:
-            claim_folder(out, "eval", force=force)
-        except UserError as exc:
-            error = exc
-    group.settle(error)
-
-
-def _write_summary(jobs: list[Job], tables: list[dict[str, dict[str, float]]],
-                   args: argparse.Namespace) -> None:
-    """Files about every dataset (rank 0): the combined table, evaluation.json, paper tables."""
-    from ..report import write_results
-    from ..report.publish import write_tables
-    from ..report.tables import write_eval_manifest
-
-    out = Path(args.out)
-    combined: dict[str, dict[str, float]] = {}
-    comparison: dict[str, dict[str, dict[str, float]]] = {}
-    for job, table in zip(jobs, tables, strict=True):
-        combined.update({f"{job.name}/{method}": values for method, values in table.items()})
-        for method, values in table.items():
-            comparison.setdefault(method, {})[job.name] = values
-    if len(jobs) > 1:
-        write_results(combined, out, row_label="dataset/method")
-    write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts, *job.preds.values())
-                                                       for p in files.values()]) for job in jobs})
-    write_tables(comparison, args)
-    logger.info("results written to %s", args.out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -357,9 +315,10 @@ def run(args: argparse.Namespace) -> int:
                           explicit=args.workers is not None)  # first: it boots
     from ..report.publish import check_table_outputs
     from ._eval_group import EvalGroup
+    from ._eval_write import claim_output, write_summary
 
     jobs, inputs = plan(args)  # every rank alike: the same refusals end every rank
-    check_table_outputs(args, inputs)
+    check_table_outputs(args, inputs, "eval")
     group = EvalGroup()
     images = sum(len(group.shard(len(job.gts))) for job in jobs)  # this rank's
     workers = cap_workers(_workers(args), images, "--workers" if args.workers else None)
@@ -368,10 +327,10 @@ def run(args: argparse.Namespace) -> int:
     preload = _preload_plotting() if group.is_main else None
     failed = True
     try:
-        _claim(Path(args.out), group, args.force)
-        tables = [_write_job(job, group, workers, pool) for job in jobs]
+        folder = claim_output(Path(args.out), jobs, group, args.force)
+        tables = [_write_job(job, group, workers, pool, folder) for job in jobs]
         if group.is_main:
-            _write_summary(jobs, tables, args)
+            write_summary(jobs, tables, args, folder)
         failed = False
     finally:
         # A failure is reported at once: under torchrun the launcher stops this rank as soon

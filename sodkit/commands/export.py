@@ -6,9 +6,13 @@ import argparse
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config.schema import MAX_SIZE
 from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
+
+if TYPE_CHECKING:
+    from ..outputs import OutputFolder
 
 HELP = "export a checkpoint's network (with its sigmoid) to ONNX and check it with onnxruntime"
 
@@ -26,22 +30,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="symbolic batch, height and width (checked at two more sizes)")
     parser.add_argument("--opset", type=int_in(MIN_OPSET), default=17,
                         help=f"ONNX opset version (from {MIN_OPSET} to what torch supports)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --onnx file")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --onnx file that sodkit export did not write, "
+                             "or that was changed since")
     add_weights_argument(parser)
 
 
-def check_target(onnx: Path, checkpoint: Path, overwrite: bool) -> None:
-    """The output is a new (or, with --overwrite, an earlier) .onnx file, never the input."""
+def check_target(onnx: Path, checkpoint: Path, overwrite: bool) -> OutputFolder:
+    """The output is a new .onnx file, or one sodkit export wrote and nobody changed since (or
+    any, with --overwrite), never the input nor in another command's folder."""
     from ..errors import UserError
-    from ..paths import check_not_input
+    from ..outputs import single_file
 
     if onnx.suffix != ".onnx":
         raise UserError(f"--onnx {onnx}: the file name must end with .onnx")
-    check_not_input(onnx, [checkpoint], "--onnx")
-    if onnx.exists() and not overwrite:
-        raise UserError(f"--onnx {onnx} exists; pass --overwrite to replace it")
     if not onnx.parent.is_dir():
         raise UserError(f"--onnx {onnx}: the folder {onnx.parent} does not exist")
+    return single_file(onnx, "export", overwrite, "--onnx", [checkpoint], flag="--overwrite")
 
 
 def check_opset(opset: int) -> None:
@@ -63,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from ..torchfile import load_checkpoint
 
     onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
-    check_target(onnx, checkpoint, args.overwrite)
+    target = check_target(onnx, checkpoint, args.overwrite)
     check_opset(args.opset)
     state = load_checkpoint(checkpoint)
     cfg = checkpoint_config(state, checkpoint)
@@ -73,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     # both bounded: --size by its type, the stored data.size by the config's range
     size = tuple(args.size) if args.size else (cfg.data.size, cfg.data.size)
     model = SaliencyModel(net).eval()
-    export_onnx(model, onnx, size, args.opset, args.dynamic)
+    target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, args.opset, args.dynamic))
     results = check_parity(model, onnx, parity_sizes(size, args.dynamic))
     for (h, w), diff in results:
         print(f"{h}x{w}: largest |onnxruntime - PyTorch| = {diff:.3e}")

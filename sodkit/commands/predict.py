@@ -1,7 +1,9 @@
 """``sodkit predict``: saliency masks for image files and folders with a trained checkpoint.
 
-Inputs are never outputs: ``--out`` may not be, or hold, an input, and no existing file is
-replaced unless ``--force`` (which still replaces only the ``<stem>.png`` files it writes).
+Inputs are never outputs: ``--out`` may not be, hold, or lie inside an input folder. An existing
+mask is replaced only when ``sodkit predict`` wrote it and nobody changed it since, or with
+``--force`` (which still replaces only the ``<stem>.png`` files it writes, and never writes into
+another command's folder): see :mod:`sodkit.outputs`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for the <stem>.png masks (new, empty, or sodkit's own)")
     parser.add_argument("--force", action="store_true",
                         help="write into a folder that already holds files, replacing masks of "
-                             "the same names (nothing else is touched)")
+                             "the same names that sodkit predict did not write or that were "
+                             "changed since (nothing else is touched)")
     parser.add_argument("--size", type=int_in(MIN_SIZE, MAX_SIZE),
                         help="network input side (default: the training size)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
@@ -36,23 +39,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> None:
-    """Before any work: ``--out`` is a folder apart from the inputs, and replaces nothing."""
-    from ..errors import UserError
-    from ..paths import MARKER, check_not_input, is_owned
+    """Before any work: ``--out`` is a folder apart from the inputs, of ``sodkit predict``'s
+    own (or the user's, with ``--force``), and replaces no mask it may not."""
+    from ..outputs import OutputFolder, check_claim, kind_of
+    from ..paths import check_not_input
 
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; give a folder for the masks")
     check_not_input(out, [Path(p) for p in inputs] + paths)
-    if force or not out.is_dir():
-        return
-    existing = sorted(p.name for p in (out / f"{path.stem}.png" for path in paths) if p.exists())
-    if existing:
-        raise UserError(f"--out {out} already holds {len(existing)} of the masks to write "
-                        f"(e.g. {', '.join(existing[:3])}); choose another folder, or pass "
-                        f"--force to replace them")
-    if not is_owned(out) and any(p.name != MARKER for p in out.iterdir()):
-        raise UserError(f"--out {out} holds files that sodkit did not write; choose a new or "
-                        f"empty folder, or pass --force (only <stem>.png masks are written)")
+    check_claim(out, "predict", force)
+    if out.is_dir():
+        kind = kind_of(out)
+        masks = OutputFolder(out, kind, force, record=kind is not None)
+        masks.check(out / f"{path.stem}.png" for path in paths)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.predictor import collect_inputs, predict_files
     from ..engine.runtime import Runtime
     from ..network import build_network
-    from ..paths import claim_folder
+    from ..outputs import claim
     from ..resources import cap_workers
     from ..torchfile import load_checkpoint
 
@@ -77,10 +74,9 @@ def run(args: argparse.Namespace) -> int:
     transform = build_test_transform(cfg.data, size=args.size)
     workers = cap_workers(args.workers, len(paths), "--workers")
     try:
-        if runtime.is_main:
-            claim_folder(out, "predict", force=args.force)
+        folder = claim(out, "predict", force=args.force) if runtime.is_main else None
         runtime.barrier()
-        predict_files(model, paths, transform, runtime, out,
+        predict_files(model, paths, transform, runtime, folder or out,
                       batch_size=args.batch_size, num_workers=workers,
                       tta=cfg.eval.tta if args.tta is None else args.tta)
     finally:

@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=user_path, metavar="FILE.html",
                         help="the page to write")
     parser.add_argument("--force", action="store_true",
-                        help="replace existing --out / --latex / --xlsx files sodkit did not write")
+                        help="replace existing --out / --latex / --xlsx files that sodkit report "
+                             "did not write, or that were changed since (never an input)")
     add_table_arguments(parser)
 
 
@@ -50,6 +51,6 @@ def run(args: argparse.Namespace) -> int:
         comparison.update(source.results)  # method names are distinct across sources
     check_tables(comparison, args)  # before the page: nothing is written on a refusal
     page = build_report(sources, parse_metrics(args.metrics))
-    write_file(out, lambda path: path.write_text(page, encoding="utf-8"))
+    write_file(out, lambda path: path.write_text(page, encoding="utf-8"), args.force)
     write_tables(comparison, args)
     return 0

@@ -2,8 +2,10 @@
 
 The evaluation goes beside the training run's own results, into
 ``<run folder>/eval/<checkpoint name>/`` (or ``--out``), so testing a checkpoint never replaces
-what ``sodkit train`` wrote; an earlier evaluation in that folder is replaced only with
-``--overwrite``.
+what ``sodkit train`` wrote. ``--out`` is a new or empty folder or one of ``sodkit test``'s own
+(never a training run or another command's output); an earlier evaluation there is replaced
+only with ``--overwrite``, which deletes it only when it holds nothing but what ``sodkit test``
+wrote, unchanged (:mod:`sodkit.outputs`). Nothing is written inside the test sets' folders.
 """
 
 from __future__ import annotations
@@ -41,23 +43,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def output_folder(args: argparse.Namespace, run_dir: Path) -> Path:
     """Where this evaluation goes, checked before any work (inputs are never outputs)."""
     from ..errors import UserError
-    from ..paths import check_name, check_not_input, check_removable, is_owned
+    from ..outputs import check_claim
+    from ..paths import check_name, check_not_input, check_removable
 
     checkpoint = Path(args.checkpoint)
     out = Path(args.out) if args.out else run_dir / "eval" / check_name(
         checkpoint.stem, "--checkpoint (its file name)", "last.pt")
     check_not_input(out, [checkpoint], "--out")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; give a folder")
-    if (out / "results.json").exists():
-        if not args.overwrite:
-            raise UserError(f"{out} already holds an evaluation (results.json); pass "
-                            f"--overwrite to replace it, or --out DIR to write elsewhere")
-        check_removable(out, out.parent)
-    elif out.is_dir() and any(out.iterdir()) and not is_owned(out):
-        raise UserError(f"--out {out} holds files that sodkit did not write; choose a new or "
-                        f"empty folder")
+    check_claim(out, "test")
+    if args.overwrite:
+        check_removable(out, out.parent, "test")
+    elif (out / "results.json").exists():
+        raise UserError(f"{out} already holds an evaluation (results.json); pass "
+                        f"--overwrite to replace it, or --out DIR to write elsewhere")
     return out
+
+
+def _dataset_folders(loaders: dict) -> list[Path]:
+    """The test sets' image and mask folders (nothing is written inside them)."""
+    return sorted({folder for loader in loaders.values() for pair in loader.dataset.pairs
+                   for folder in (pair.image.parent, pair.mask.parent)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,25 +70,30 @@ def run(args: argparse.Namespace) -> int:
     out = output_folder(args, run_dir_of(cfg))
 
     from ..data import build_test_loaders
-    from ..engine.evaluator import evaluate, write_eval_outputs
+    from ..engine.evaluator import eval_output_paths, evaluate, write_eval_outputs
     from ..engine.logging import close_log_file, setup_logging
     from ..engine.runtime import Runtime
     from ..errors import UserError
     from ..network import build_network
-    from ..paths import claim_folder, remove_run_folder
+    from ..outputs import claim
+    from ..paths import check_not_input, remove_run_folder
     from ..torchfile import load_checkpoint
 
     if not cfg.data.test:
         raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
     runtime = Runtime(cfg.runtime)
+    folder = None
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint)
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
+        check_not_input(out, _dataset_folders(loaders))
+        pred_root = out / "predictions" if cfg.eval.save_predictions else None
         if runtime.is_main:
             if args.overwrite:
-                remove_run_folder(out, out.parent)
-            claim_folder(out, "test")
+                remove_run_folder(out, out.parent, "test")
+            folder = claim(out, "test")
+            folder.check(eval_output_paths(out, loaders, pred_root))
         runtime.barrier()
         setup_logging(out / "test.log", runtime.is_main)
         model = build_network(replace(cfg.model, pretrained=None))  # weights: the checkpoint
@@ -91,10 +101,9 @@ def run(args: argparse.Namespace) -> int:
         model = runtime.wrap(model)
         logger.info("evaluating %s (epoch %s, %s weights) on %s", args.checkpoint,
                     state.get("epoch"), which, ", ".join(loaders))
-        pred_root = out / "predictions" if cfg.eval.save_predictions else None
         result = evaluate(model, loaders, runtime, cfg, pred_root)
         if runtime.is_main:
-            write_eval_outputs(result, out)
+            write_eval_outputs(result, folder)
             logger.info("results written to %s", out / "results.json")
     finally:
         close_log_file(out / "test.log")  # a later run in this process logs elsewhere

@@ -77,6 +77,9 @@ def _check_run_folder(run_dir: Path, output_root: Path, overwrite: bool,
     if overwrite:
         check_removable(run_dir, output_root)
         return
+    from ..outputs import check_claim
+
+    check_claim(run_dir, "train", what="run folder")  # not another command's folder
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"run folder {run_dir} is a file; choose another name=...")
     if run_dir.is_dir() and any(run_dir.iterdir()) and not is_owned(run_dir):

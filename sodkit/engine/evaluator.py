@@ -23,11 +23,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..atomic import write_atomic
 from ..config import Config
 from ..errors import Preempted, UserError
 from ..imageio import encode_mask
 from ..metrics import SODMetrics, scalar_metrics
+from ..outputs import OutputFolder
 from ..paths import inside
 from ..visualize import denormalize, make_grid, to_rgb
 from .runtime import Runtime, eval_mode
@@ -53,11 +53,14 @@ class MaskWriter:
     per batch of the longest shard, empty ones for shorter shards) rank 0 gathers and writes them.
 
     So a job on several machines needs no shared folder for predictions, and no file is written
-    by two processes. One process: the masks are written at once.
+    by two processes. One process: the masks are written at once. Each is written and recorded
+    by ``outputs``, the output folder it goes to (it replaces only masks sodkit wrote there).
     """
 
-    def __init__(self, runtime: Runtime, items: int, batch_size: int, write: bool = True) -> None:
-        self.runtime, self.write = runtime, write
+    def __init__(self, runtime: Runtime, items: int, batch_size: int,
+                 outputs: OutputFolder | None) -> None:
+        self.runtime = runtime
+        self.outputs = outputs  # None: nothing written (and no collective)
         longest_shard = math.ceil(items / runtime.world_size)
         self.rounds = math.ceil(longest_shard / batch_size)
         self.done = 0
@@ -66,12 +69,11 @@ class MaskWriter:
         """This rank's files of one batch (every rank calls it once per round; an evaluation
         that writes nothing sends nothing and makes no collective)."""
         self.done += 1
-        if not self.write:
+        if self.outputs is None:
             return
         for part in self.runtime.gather_to_main(files) or []:
-            for path, data in part:  # whole masks only, named when the disk is full
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(path, data)
+            for path, data in part:
+                self.outputs.write_bytes(path, data)
 
     def finish(self) -> None:
         """Join the rounds that longer shards still need."""
@@ -170,7 +172,8 @@ def _run_dataset(
     metrics = SODMetrics()
     samples: list[list[np.ndarray]] = []
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
-    writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size, pred_root is not None)
+    outputs = OutputFolder.at(pred_root) if pred_root is not None else None
+    writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size, outputs)
     batches = iter(loader)
     for _ in range(writer.rounds):  # every rank the same rounds, shorter shards idle at the end
         if stop is not None and runtime.any_rank(stop())[0]:
@@ -231,37 +234,68 @@ def samples_image(result: EvalResult) -> np.ndarray | None:
     return make_grid(result.samples) if result.samples else None
 
 
-def write_eval_outputs(result: EvalResult, run_dir: Path, report: bool = True) -> None:
+EVAL_FILES = ("results.json", "results.md", "results.csv", "results_per_image.csv",
+              "datasets.json", "curves.json", "curves/pr.png", "curves/fm.png", "samples.png",
+              "report.html")
+
+
+def eval_output_paths(run_dir: Path, loaders: dict[str, DataLoader],
+                      pred_root: Path | None) -> list[Path]:
+    """Every file :func:`evaluate` and :func:`write_eval_outputs` may write (to check them
+    before any work: see ``OutputFolder.check``)."""
+    paths = [run_dir / name for name in EVAL_FILES]
+    for name, loader in loaders.items() if pred_root is not None else ():
+        paths += [inside(pred_root, name, f"{pair.stem}.png") for pair in loader.dataset.pairs]
+    return paths
+
+
+def _output_folder(run_dir: Path | OutputFolder) -> tuple[OutputFolder, Path]:
+    if isinstance(run_dir, OutputFolder):
+        return run_dir, run_dir.root
+    return OutputFolder.at(run_dir), Path(run_dir)
+
+
+def write_eval_outputs(result: EvalResult, run_dir: Path | OutputFolder,
+                       report: bool = True) -> None:
     """results.{json,md,csv}, results_per_image.csv, datasets.json, curves.json,
     curves/{pr,fm}.png, samples.png and (unless ``report`` is false: training writes it after
-    its final save, so that it lists the final checkpoints) report.html in the run folder
-    (rank 0)."""
+    its final save, so that it lists the final checkpoints) report.html in the run folder (rank
+    0). ``run_dir``: the folder, or the output folder a command claimed (its rules apply: see
+    :mod:`sodkit.outputs`)."""
     from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
-    from ..visualize import write_rgb
+    from ..visualize import encode_rgb
 
+    outputs, run_dir = _output_folder(run_dir)
     scalars = result.scalars()
-    write_results(scalars, run_dir, row_label="dataset")
-    write_per_image_csv(result.per_image, run_dir)
-    write_atomic(run_dir / "datasets.json", json.dumps(result.folders, indent=2) + "\n")
-    write_curves_json(result.metrics, run_dir)
-    plot_curves(result.metrics, run_dir / "curves")
+    write_results(scalars, run_dir, row_label="dataset", outputs=outputs)
+    write_per_image_csv(result.per_image, run_dir, outputs=outputs)
+    write_curves_json(result.metrics, run_dir, outputs=outputs)
+    plot_curves(result.metrics, run_dir / "curves", outputs=outputs)
+    outputs.write_text(run_dir / "datasets.json", json.dumps(result.folders, indent=2) + "\n")
     grid = samples_image(result)
     if grid is not None:
-        write_rgb(run_dir / "samples.png", grid)
+        outputs.write_bytes(run_dir / "samples.png", encode_rgb(grid))
     for name, values in scalars.items():
         shown = ", ".join(f"{k} {values[k]:.4f}" for k in
                           ("MAE", "Smeasure", "wFmeasure", "maxFm", "maxEm") if k in values)
         logger.info("%s: %s", name, shown)
     if report:
-        write_run_report(run_dir)
+        write_run_report(outputs)
 
 
-def write_run_report(run_dir: Path) -> None:
-    """``report.html`` of the folder; a failure is a warning: the results are written already."""
-    from ..report.html import write_report
+def write_run_report(run_dir: Path | OutputFolder) -> None:
+    """``report.html`` of the folder; a failure is a warning: the results are written already
+    (a refusal to replace a changed file too, and it says so)."""
+    from ..errors import UserError
+    from ..report.html import build_report
+    from ..report.sources import load_sources
 
+    outputs, run_dir = _output_folder(run_dir)
     try:
-        write_report([run_dir], run_dir / "report.html")
+        page = build_report(load_sources([run_dir]))
+        outputs.write_text(run_dir / "report.html", page)
         logger.info("report: %s", run_dir / "report.html")
+    except UserError as exc:
+        logger.warning("report.html not written: %s", exc)
     except Exception:  # never lose a finished run over its report
         logger.warning("report.html not written", exc_info=True)

@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset
 from ..data.loaders import shard_range
 from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
+from ..outputs import OutputFolder
 from ..paths import inside
 from .evaluator import MaskWriter, check_finite, predict_probabilities, to_uint8_at
 from .runtime import Runtime, eval_mode
@@ -69,7 +70,7 @@ def predict_files(
     paths: list[Path],
     transform: Callable[[np.ndarray], torch.Tensor],
     runtime: Runtime,
-    out_dir: Path,
+    out_dir: Path | OutputFolder,
     batch_size: int = 8,
     num_workers: int = 0,
     tta: Sequence[str] = (),
@@ -77,11 +78,14 @@ def predict_files(
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
 
     Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
+    ``out_dir``: the folder, or the output folder the command claimed (its rules apply).
     """
+    outputs = out_dir if isinstance(out_dir, OutputFolder) else OutputFolder.at(out_dir)
+    out_dir = outputs.root if isinstance(out_dir, OutputFolder) else Path(out_dir)
     mine = [paths[i] for i in shard_range(len(paths), runtime.rank, runtime.world_size)]
     loader = DataLoader(_ImageFiles(mine, transform), batch_size=batch_size,
                         num_workers=num_workers, collate_fn=_collate)
-    writer = MaskWriter(runtime, len(paths), batch_size)
+    writer = MaskWriter(runtime, len(paths), batch_size, outputs)
     written = []
     with eval_mode(model):
         for batch in loader:

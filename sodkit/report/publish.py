@@ -1,9 +1,10 @@
 """Files a person asked for by name (``--out``, ``--latex``, ``--xlsx``), written safely.
 
-The rules of ``docs/reliability.md`` for single files: an output file is never one of the
-inputs nor inside an input folder that sodkit does not own; an existing file is replaced only
-when sodkit wrote it (its signature is in it) or with ``--force``; a missing parent folder is
-created as sodkit's own (with the marker).
+The rules of ``docs/reliability.md`` for single files (:func:`sodkit.outputs.single_file`): an
+output file is never one of the inputs nor inside an input folder, ``--force`` or not, nor in a
+folder another command made; an existing file is replaced only when sodkit wrote it and nobody
+changed it since (its hash is in the ``.sodkit-files`` record beside it), or with ``--force``; a
+missing parent folder is created as an output folder of the command.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from ..errors import UserError
 from .ranking import PAPER_METRICS, Comparison, datasets_of
 
 logger = logging.getLogger(__name__)
-
-HTML_SIGNATURE = '<meta name="generator" content="sodkit report'
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,48 +40,22 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
                              "ranked on the shown numbers")
 
 
-def _is_ours(path: Path) -> bool:
-    from .latex import SIGNATURE
+def check_output_file(path: str | Path, inputs: Sequence[Path], force: bool, what: str,
+                      kind: str = "report") -> Path:
+    """``path`` if ``sodkit kind`` may write it (see the module docstring), else a UserError."""
+    from ..outputs import single_file
 
-    if path.suffix.lower() == ".xlsx":
-        from .xlsx import is_sodkit_workbook
-
-        return is_sodkit_workbook(path)
-    with open(path, "rb") as handle:
-        head = handle.read(2048).decode("utf-8", "replace")
-    return head.startswith(SIGNATURE) or HTML_SIGNATURE in head
+    single_file(path, kind, force, what, inputs)
+    return Path(path)
 
 
-def check_output_file(path: str | Path, inputs: Sequence[Path], force: bool, what: str) -> Path:
-    """``path`` if sodkit may write it (see the module docstring), else a UserError."""
-    from ..paths import is_inside, is_owned
+def write_file(path: Path, write: Callable[[Path], None], force: bool = False,
+               kind: str = "report", what: str = "--out") -> None:
+    """``write(tmp)`` the file, then put it in place as ``path`` (checked again now, recorded);
+    a missing parent folder is created as an output folder of ``kind``."""
+    from ..outputs import write_single
 
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{what} {path} is a folder; give a file name")
-    for item in inputs:
-        item = Path(item)
-        if path.resolve() == item.resolve() or (
-                item.is_dir() and is_inside(path, item) and not is_owned(item)):
-            raise UserError(f"{what} {path} would be written into the input {item}; choose a "
-                            f"file outside the inputs")
-    if path.exists() and not force and not _is_ours(path):
-        raise UserError(f"{what} {path} exists and was not written by sodkit; choose another "
-                        f"name, or pass --force to replace it")
-    return path
-
-
-def write_file(path: Path, write: Callable[[Path], None]) -> None:
-    """Create the parent folder as sodkit's if it is missing, then ``write`` the file whole or
-    not at all (:func:`sodkit.atomic.atomic_target`: a temporary file, renamed over ``path``)."""
-    from ..atomic import atomic_target
-    from ..paths import claim_folder
-
-    if not path.parent.exists():
-        claim_folder(path.parent, "report")
-    with atomic_target(path) as tmp:
-        write(tmp)
-    logger.info("wrote %s", path)
+    write_single(path, kind, force, what, write)
 
 
 MAX_DECIMALS = 12  # a float holds ~16 significant digits; the scores are in [0, 1]
@@ -102,9 +75,10 @@ def parse_metrics(text: str) -> list[str]:
     return metrics
 
 
-def check_table_outputs(args: argparse.Namespace, inputs: Sequence[Path]) -> None:
-    """Before any work: ``--metrics`` and ``--decimals`` make sense, and the ``--latex`` /
-    ``--xlsx`` files may be written."""
+def check_table_outputs(args: argparse.Namespace, inputs: Sequence[Path],
+                        kind: str = "report") -> None:
+    """Before any work: ``--metrics`` and ``--decimals`` make sense, and ``sodkit kind`` may
+    write the ``--latex`` / ``--xlsx`` files."""
     parse_metrics(args.metrics)
     if not 0 <= args.decimals <= MAX_DECIMALS:
         raise UserError(f"--decimals {args.decimals}: give 0 to {MAX_DECIMALS} digits, e.g. "
@@ -112,7 +86,7 @@ def check_table_outputs(args: argparse.Namespace, inputs: Sequence[Path]) -> Non
     for flag in ("latex", "xlsx"):
         if getattr(args, flag, None):
             check_output_file(getattr(args, flag), inputs, getattr(args, "force", False),
-                              f"--{flag}")
+                              f"--{flag}", kind)
     if getattr(args, "xlsx", None):
         from .xlsx import _openpyxl
 
@@ -130,8 +104,9 @@ def check_tables(comparison: Comparison, args: argparse.Namespace) -> None:
                         f"{', '.join(sorted(known))}")
 
 
-def write_tables(comparison: Comparison, args: argparse.Namespace) -> None:
-    """Write ``--latex`` and ``--xlsx`` (if asked) for ``{method: {dataset: {metric: v}}}``."""
+def write_tables(comparison: Comparison, args: argparse.Namespace, kind: str = "report") -> None:
+    """Write ``--latex`` and ``--xlsx`` (if asked) for ``{method: {dataset: {metric: v}}}``,
+    as outputs of ``sodkit kind``."""
     check_tables(comparison, args)
     metrics = parse_metrics(args.metrics)
     datasets = datasets_of(comparison)
@@ -139,9 +114,10 @@ def write_tables(comparison: Comparison, args: argparse.Namespace) -> None:
         from .latex import latex_table
 
         text = latex_table(comparison, datasets, metrics, args.latex_style, args.decimals)
-        write_file(Path(args.latex), lambda p: p.write_text(text))
+        write_file(Path(args.latex), lambda p: p.write_text(text), args.force, kind, "--latex")
     if args.xlsx:
         from .xlsx import write_xlsx
 
         write_file(Path(args.xlsx), lambda p: write_xlsx(comparison, datasets, metrics, p,
-                                                         args.latex_style, args.decimals))
+                                                         args.latex_style, args.decimals),
+                   args.force, kind, "--xlsx")

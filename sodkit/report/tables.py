@@ -5,11 +5,17 @@ Used by ``sodkit eval`` (a row per method) and by the trainer's evaluator (a row
 The column order puts the numbers papers report first (MAE, S, wF, F, E), then the rest in the
 order they come. ``curves.json`` and ``results_per_image.csv`` hold what ``sodkit report``
 draws later (curves of several runs in one plot, best and worst images) without the metrics.
+
+Every file goes through an output folder (:class:`sodkit.outputs.OutputFolder`): written
+atomically, recorded with its hash, and replacing only a file sodkit wrote and nobody changed.
+``outputs`` is the folder a command claimed (its kind, its ``--force``); by default the one
+``out_dir`` lies in.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -18,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import atomic_target, write_atomic
 from ..metrics.results import PER_IMAGE_KEYS
+from ..outputs import OutputFolder
 from .cells import inert
 
 CURVES_SAVED = ("precision_curve", "recall_curve", "fm_curve", "em_curve")
@@ -64,8 +70,13 @@ def markdown_table(
     return "\n".join(lines) + "\n"
 
 
+def _folder(out_dir: str | Path, outputs: OutputFolder | None) -> OutputFolder:
+    return outputs if outputs is not None else OutputFolder.at(out_dir)
+
+
 def write_results(
-    results: Mapping[str, Mapping[str, float]], out_dir: str | Path, row_label: str = "dataset"
+    results: Mapping[str, Mapping[str, float]], out_dir: str | Path, row_label: str = "dataset",
+    outputs: OutputFolder | None = None,
 ) -> None:
     """Write ``results.json`` (``{row: {metric: value}}``), ``results.md`` and ``results.csv``.
 
@@ -73,23 +84,26 @@ def write_results(
         results: row (dataset or method) -> metric -> value; values are converted to float.
         out_dir: folder, created if needed.
         row_label: header of the first column of the tables.
+        outputs: the output folder they belong to (see the module docstring).
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out, folder = Path(out_dir), _folder(out_dir, outputs)
     plain = {str(row): {str(k): float(v) for k, v in values.items()} for row, values in
              results.items()}
-    write_atomic(out / "results.json", json.dumps(plain, indent=2) + "\n")
-    write_atomic(out / "results.md", markdown_table(plain, row_label))
     columns = metric_columns(plain)
-    with atomic_target(out / "results.csv") as tmp, open(tmp, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow([inert(label) for label in (row_label, *columns)])
-        for row, values in plain.items():
-            writer.writerow([inert(row), *(repr(values[c]) if c in values else ""
-                                           for c in columns)])
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    writer.writerow([inert(label) for label in (row_label, *columns)])
+    for row, values in plain.items():
+        writer.writerow([inert(row), *(repr(values[c]) if c in values else ""
+                                       for c in columns)])
+    folder.check([out / "results.json", out / "results.md", out / "results.csv"])
+    folder.write_text(out / "results.json", json.dumps(plain, indent=2) + "\n")
+    folder.write_text(out / "results.md", markdown_table(plain, row_label))
+    folder.write_text(out / "results.csv", table.getvalue())
 
 
-def write_eval_manifest(out: Path, datasets: Mapping[str, tuple[Path, Sequence[Path]]]) -> None:
+def write_eval_manifest(out: Path, datasets: Mapping[str, tuple[Path, Sequence[Path]]],
+                        outputs: OutputFolder | None = None) -> None:
     """``evaluation.json`` of ``sodkit eval`` from ``{dataset: (its folder, the files read)}``:
     ``datasets`` maps each to its sub-folder of ``out`` ("." for ``out`` itself), ``inputs`` to
     the folders its per-image rows name (what ``sodkit report`` may show images of)."""
@@ -99,7 +113,8 @@ def write_eval_manifest(out: Path, datasets: Mapping[str, tuple[Path, Sequence[P
                 "datasets": {name: folder.relative_to(out).as_posix() if folder != out else "."
                              for name, (folder, _) in datasets.items()},
                 "inputs": {name: folders_of(files) for name, (_, files) in datasets.items()}}
-    write_atomic(out / "evaluation.json", json.dumps(manifest, indent=2) + "\n")
+    _folder(out, outputs).write_text(out / "evaluation.json",
+                                     json.dumps(manifest, indent=2) + "\n")
 
 
 def plot_label(name: str) -> str:
@@ -108,7 +123,8 @@ def plot_label(name: str) -> str:
     return str(name).replace("$", r"\$")
 
 
-def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> None:
+def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path,
+                outputs: OutputFolder | None = None) -> None:
     """Write ``pr.png`` (precision vs recall) and ``fm.png`` (F-measure vs threshold).
 
     Args:
@@ -116,13 +132,14 @@ def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) ->
             ``recall_curve`` and ``fm_curve`` (256 values, threshold 255 first, as
             ``SODMetrics.compute()`` returns them; other keys are ignored).
         out_dir: folder, created if needed.
+        outputs: the output folder they belong to (see the module docstring).
     """
     # A bare Figure renders with Agg and needs no pyplot: no global figure state to close,
     # and 0.1-0.2 s less to import (sodkit eval's fixed cost; PERF notes in commands/eval.py).
     from matplotlib.figure import Figure
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out, folder = Path(out_dir), _folder(out_dir, outputs)
+    folder.check([out / "pr.png", out / "fm.png"])
     thresholds = np.arange(255, -1, -1)
     # Drawn at the saved resolution with fixed margins: tight_layout and a DPI change at
     # savefig each cost a full extra draw (0.19 -> 0.12 s per figure).
@@ -146,11 +163,13 @@ def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) ->
         if axes.lines:
             axes.legend(loc="lower left" if name == "pr" else "lower center", fontsize=8)
         figure.subplots_adjust(left=0.13, right=0.96, bottom=0.11, top=0.93)
-        with atomic_target(out / f"{name}.png") as tmp:
-            figure.savefig(tmp, format="png")
+        image = io.BytesIO()
+        figure.savefig(image, format="png")
+        folder.write_bytes(out / f"{name}.png", image.getvalue())
 
 
-def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path) -> Path:
+def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path,
+                      outputs: OutputFolder | None = None) -> Path:
     """``curves.json``: ``{label: {precision_curve, recall_curve, fm_curve, em_curve}}``.
 
     Each curve is a list of 256 floats, threshold 255 first (as ``SODMetrics.compute()``);
@@ -160,8 +179,8 @@ def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Pa
                           for key in CURVES_SAVED if key in values}
              for label, values in curves.items()}
     path = Path(out_dir) / "curves.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps({k: v for k, v in plain.items() if v}) + "\n")
+    _folder(out_dir, outputs).write_text(path, json.dumps({k: v for k, v in plain.items() if v})
+                                         + "\n")
     return path
 
 
@@ -187,15 +206,16 @@ def per_image_rows(
     return rows
 
 
-def write_per_image_csv(rows: Sequence[Mapping[str, str]], out_dir: str | Path) -> Path:
+def write_per_image_csv(rows: Sequence[Mapping[str, str]], out_dir: str | Path,
+                        outputs: OutputFolder | None = None) -> Path:
     """``results_per_image.csv`` (:data:`PER_IMAGE_COLUMNS`, scores at full precision)."""
     path = Path(out_dir) / "results_per_image.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=PER_IMAGE_COLUMNS)
+    writer.writeheader()
     text = ("dataset", "method", "stem", *PER_IMAGE_FILES)
-    with atomic_target(path) as tmp, open(tmp, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=PER_IMAGE_COLUMNS)
-        writer.writeheader()
-        writer.writerows({**row, **{key: inert(row[key]) for key in text}} for row in rows)
+    writer.writerows({**row, **{key: inert(row[key]) for key in text}} for row in rows)
+    _folder(out_dir, outputs).write_text(path, table.getvalue())
     return path
 
 

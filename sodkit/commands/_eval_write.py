@@ -1,0 +1,102 @@
+"""What ``sodkit eval`` writes (rank 0), through its output folder (:mod:`sodkit.outputs`): the
+folder is claimed and every file it will hold is checked before any image is measured, so a
+refusal (another command's folder, a file changed by hand) costs nothing."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
+from ..outputs import OutputFolder, check_claim, claim
+from ..outputs.folder import read_marker
+
+if TYPE_CHECKING:
+    from ._eval_group import EvalGroup
+    from .eval import Job
+
+logger = logging.getLogger(__name__)
+
+JOB_FILES = ("results.json", "results.md", "results.csv", "curves.json",
+             "results_per_image.csv", "pr.png", "fm.png")  # in each dataset's folder
+TABLES = ("results.json", "results.md", "results.csv")  # the combined table of several
+
+
+def output_paths(out: Path, jobs: Sequence[Job]) -> list[Path]:
+    """Every file the evaluation writes (the paper tables are checked on their own)."""
+    paths = [out / "evaluation.json"] + ([out / n for n in TABLES] if len(jobs) > 1 else [])
+    return paths + [job.out_dir / name for job in jobs for name in JOB_FILES]
+
+
+class DeferredFolder:
+    """The output folder, checked before any work and created at its first write: a bad input
+    found while measuring (a crafted GT, say) leaves no folder behind."""
+
+    def __init__(self, out: Path, force: bool) -> None:
+        self.out, self.force = out, force
+        self._folder: OutputFolder | None = None
+
+    @property
+    def folder(self) -> OutputFolder:
+        if self._folder is None:
+            self._folder = claim(self.out, "eval", self.force)
+        return self._folder
+
+
+def claim_output(out: Path, jobs: Sequence[Job], group: EvalGroup,
+                 force: bool) -> DeferredFolder | None:
+    """Rank 0 checks that the output folder may be claimed and the files written; a refusal
+    ends every rank. Returns the (deferred) folder on rank 0, None elsewhere."""
+    error, deferred = None, None
+    if group.is_main:
+        try:
+            check_claim(out, "eval", force)
+            if read_marker(out) is not None:  # an earlier evaluation's: its files are checked
+                OutputFolder(out, "eval", force).check(output_paths(out, jobs))
+            deferred = DeferredFolder(out, force)
+        except UserError as exc:
+            error = exc
+    group.settle(error)
+    return deferred
+
+
+def write_job(job: Job, results: dict[str, dict[str, Any]], table: dict[str, dict[str, float]],
+              rows: list[dict[str, str]], deferred: DeferredFolder) -> None:
+    """One dataset's tables, curves and per-image scores."""
+    from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
+
+    folder = deferred.folder
+
+    write_results(table, job.out_dir, row_label="method", outputs=folder)
+    write_curves_json(results, job.out_dir, outputs=folder)
+    write_per_image_csv(rows, job.out_dir, outputs=folder)
+    plot_curves(results, job.out_dir, outputs=folder)
+
+
+def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]],
+                  args: argparse.Namespace, deferred: DeferredFolder) -> None:
+    """Files about every dataset: the combined table, evaluation.json, paper tables."""
+    from ..report import write_results
+    from ..report.publish import write_tables
+    from ..report.tables import write_eval_manifest
+
+    folder = deferred.folder
+
+    out = Path(args.out)
+    combined: dict[str, dict[str, float]] = {}
+    comparison: dict[str, dict[str, dict[str, float]]] = {}
+    for job, table in zip(jobs, tables, strict=True):
+        combined.update({f"{job.name}/{method}": values for method, values in table.items()})
+        for method, values in table.items():
+            comparison.setdefault(method, {})[job.name] = values
+    if len(jobs) > 1:
+        write_results(combined, out, row_label="dataset/method", outputs=folder)
+    write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts,
+                                                                       *job.preds.values())
+                                                       for p in files.values()])
+                              for job in jobs}, folder)
+    write_tables(comparison, args, "eval")
+    logger.info("results written to %s", args.out)

@@ -1,0 +1,170 @@
+"""The rules of outputs by kind (see :mod:`sodkit.outputs`): which folder a command may claim,
+which folder ``--overwrite`` may delete, where a single file named by the user may go."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from ..errors import UserError
+from .folder import (
+    MARKER,
+    OutputFolder,
+    Record,
+    absolute,
+    describe,
+    files_under,
+    is_working,
+    kind_of,
+    read_marker,
+    write_marker,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _kind_problem(folder: Path, found: str, kind: str, choose: str) -> str | None:
+    """Why ``sodkit kind`` may not write into ``folder``, marked with ``found`` (``""``: a
+    marker without a kind); None if it may. ``choose`` ends the message: what to do instead."""
+    if found == kind or (found == "" and kind == "train"):
+        return None
+    if found == "":
+        return (f"{folder} carries sodkit's marker ({MARKER}) but it does not say which "
+                f"command made it (an earlier sodkit, or marked by hand): sodkit train can "
+                f"continue it as a training run; for sodkit {kind} {choose}")
+    return (f"{folder} is {describe(found)}; sodkit {kind} writes only into folders of its "
+            f"own (new, empty, or made by sodkit {kind}), --force or not: {choose}")
+
+
+def check_claim(folder: str | Path, kind: str, force: bool = False, what: str = "--out"
+                ) -> None:
+    """Before any work: :func:`claim` would accept ``folder`` (it changes nothing)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{what} {folder} is a file, not a folder; choose a folder for the output")
+    info = read_marker(folder)
+    if info is None:
+        if folder.is_dir() and any(folder.iterdir()) and not force:
+            raise UserError(
+                f"{what} {folder} already holds files and was not created by sodkit (no "
+                f"{MARKER} marker); choose a new or empty folder, or pass --force to write "
+                f"into it anyway (only files of the names sodkit writes are replaced, nothing "
+                f"is deleted)")
+        return
+    problem = _kind_problem(folder, str(info.get("kind") or ""), kind, f"choose another {what}")
+    if problem is not None:
+        raise UserError(f"{what} {problem}")
+
+
+def claim(folder: str | Path, kind: str, force: bool = False, what: str = "--out"
+          ) -> OutputFolder:
+    """Make ``folder`` an output folder of ``kind``, creating it with the marker if needed.
+
+    Accepted: a new or empty folder (marked now); a folder marked with ``kind``; for ``train``,
+    a folder whose marker names no kind (a run of an earlier sodkit: the marker gets the kind);
+    with ``force``, a non-empty folder without the marker, which stays the user's (unmarked,
+    nothing recorded; files of the names written are replaced). A marked folder without a
+    record (sodkit 0.2 kept none) has its present files recorded as its own, once.
+    Anything else is a UserError that says what was found and what to do.
+    """
+    folder = Path(folder)
+    check_claim(folder, kind, force, what)
+    info = read_marker(folder)
+    if info is None:
+        if folder.is_dir() and any(folder.iterdir()):  # force: the user's folder stays theirs
+            return OutputFolder(folder, None, force=True, record=False)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_marker(folder, kind)
+        out = OutputFolder(folder, kind, force)
+        out.record.start()
+        return out
+    if info.get("kind") != kind:  # a run marked without a kind: now a train run
+        write_marker(folder, kind, info.get("created"))
+    out = OutputFolder(folder, kind, force)
+    if not out.record.exists():
+        count = out.adopt()
+        logger.info("%s was made by an earlier sodkit, which kept no record of its files: its "
+                    "%d files are taken as sodkit %s's own", folder, count, kind)
+    out.record.compact()
+    if kind == "train" and not force:
+        out.check_unchanged()
+    return out
+
+
+def removal_problem(folder: str | Path, kind: str) -> str | None:
+    """Why ``sodkit kind --overwrite`` may not delete ``folder``; None when it may.
+
+    It may when the folder is of its own kind and every file in it is one that sodkit wrote
+    and nobody changed since (or a :data:`WORKING` file of the kind). Marked folders inside
+    (a test output in a run) are held to their own record. Folders without a record (made by
+    sodkit 0.2, or a run marked by hand) are deleted as sodkit 0.2 did: marked is enough.
+    """
+    folder = Path(folder)
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        what = "symbolic link" if folder.is_symlink() else "file"
+        return f"{folder} is a {what}, not a folder sodkit created"
+    found = kind_of(folder)
+    if not folder.exists():
+        return None
+    if found is None:
+        return (f"{folder} was not created by sodkit (no {MARKER} marker), so it is not "
+                f"deleted; choose another name, or move the folder away yourself")
+    if _kind_problem(folder, found, kind, "") is not None:
+        return (f"{folder} is {describe(found)}; sodkit {kind} --overwrite deletes only its "
+                f"own outputs")
+    for path in _unproven(folder, found or kind):
+        return (f"{path} was not written by sodkit {kind}, or was changed since; move it "
+                f"away, then run again")
+    return None
+
+
+def _unproven(folder: Path, kind: str) -> Iterator[Path]:
+    """Files under ``folder`` that its record does not prove (none without a record)."""
+    record = Record(folder)
+    if not record.exists():
+        return
+    nested: list[Path] = []
+    root = absolute(folder)
+    for path in files_under(folder, nested):
+        rel = absolute(path).relative_to(root).as_posix()
+        if not is_working(kind, rel) and not record.proves(rel, path):
+            yield path
+    for sub in nested:
+        yield from _unproven(sub, kind_of(sub) or "")
+
+
+def single_file(path: str | Path, kind: str, force: bool, what: str,
+                inputs: Iterable[Path] = (), flag: str = "--force") -> OutputFolder:
+    """Where the single file ``path`` (``--latex``, ``--xlsx``, ``report --out``, ``--onnx``) is
+    recorded, after checking that ``sodkit kind`` may write it: not an input nor inside an input
+    folder (``force`` or not); in a folder of the user's, of ``kind`` or of ``report`` (where
+    paper tables and pages go), never in another command's; if it exists, written by sodkit and
+    unchanged since, or ``force``. Call again just before writing."""
+    from ..paths import check_not_input
+
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a folder; give a file name")
+    check_not_input(path, list(inputs), what)
+    out = OutputFolder.at(path.parent)
+    if out.kind is not None and out.kind not in (kind, "report"):
+        raise UserError(f"{what} {path} lies in {out.root}, {describe(out.kind)}: sodkit {kind} "
+                        f"puts no file into another command's folder, {flag} or not; write "
+                        f"{what} elsewhere")
+    out.force = force
+    problem = out.problem(path)
+    if problem is not None:
+        raise UserError(f"{what} {problem}".replace("--force", flag))
+    return out
+
+
+def write_single(path: str | Path, kind: str, force: bool, what: str,
+                 write: Callable[[Path], None]) -> None:
+    """Write the single file ``path`` (see :func:`single_file`); a missing folder is created
+    as a ``report`` folder (paper tables and pages of any command may go there)."""
+    path = Path(path)
+    if not path.parent.exists():
+        claim(path.parent, "report")
+    single_file(path, kind, force, what).write_with(path, write)
+    logger.info("wrote %s", path)
