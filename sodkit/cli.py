@@ -87,6 +87,9 @@ def console_main() -> int:
     :func:`main` itself, which tests and notebooks call in a process that goes on."""
     global _STARTED_BY_COMMAND
     _STARTED_BY_COMMAND = True
+    from .engine import preemption  # light: no torch
+
+    preemption.DEADLINE_OUTLIVES_RUN = True  # this process ends with the run
     code = main()
     gc.freeze()
     return code

@@ -33,6 +33,11 @@ logger = logging.getLogger(__name__)
 __all__ = ["EXIT_PREEMPTED", "Preempted", "SaveClock", "StopRequest"]
 
 
+# True in the ``sodkit`` command's own process (``cli.console_main``), which exits right after
+# the run: an armed deadline then also bounds that exit (it may block on a lost peer).
+DEADLINE_OUTLIVES_RUN = False
+
+
 class StopRequest:
     """SIGTERM / SIGINT handlers for the training loop (a context manager; main thread only)."""
 
@@ -106,9 +111,11 @@ class _Deadline:
         threading.Thread(target=self._run, name="sodkit-stop-deadline", daemon=True).start()
 
     def detach(self) -> None:
-        """Give the wake-up fd back; without a signal so far, the thread ends too."""
+        """Give the wake-up fd back. The thread ends too, unless a signal armed it and the
+        process is about to exit (:data:`DEADLINE_OUTLIVES_RUN`): a process that goes on after
+        the run (a test, a notebook calling ``sodkit.cli.main``) must not be ended later."""
         signal.set_wakeup_fd(self._old_fd)
-        if not self._armed.is_set():
+        if not self._armed.is_set() or not DEADLINE_OUTLIVES_RUN:
             self._stop.set()
 
     def _run(self) -> None:
