@@ -288,6 +288,7 @@ def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
         [".sodkit-run", ".sodkit-files", "config.yaml", "train.log", "tb", "checkpoints",
          "predictions",
          "results.json", "results.md", "results.csv", "results_per_image.csv", "curves.json",
+         "datasets.json",
          "report.html", "samples.png", "curves"])
     rank1 = [p for p in logs.rglob("*.log") if p.parent.name == "1"]
     assert rank1 and all(p.read_text() == "" for p in rank1)
