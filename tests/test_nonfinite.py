@@ -53,7 +53,7 @@ def images(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(("change", "said"), [
     (nan_weight, "the model weights hold NaN or infinite values (1 tensors, e.g. "
                  "backbone.body.conv1.weight)"),
-    (nan_std, "the config stored in the checkpoint is not valid: data.std.0: must be a finite "
+    (nan_std, "the config stored in it is invalid: data.std.0: must be a finite "
               "number"),
     (negative_variance, "the network predicted NaN or infinite values for im0.jpg")])
 def test_predict_refuses_to_write_nan_as_black_masks(trained, tmp_path, images, capsys,

@@ -63,22 +63,15 @@ class MaskWriter:
         self.outputs = outputs  # None: nothing written (and no collective)
         longest_shard = math.ceil(items / runtime.world_size)
         self.rounds = math.ceil(longest_shard / batch_size)
-        self.done = 0
 
     def send(self, files: list[tuple[Path, bytes]]) -> None:
         """This rank's files of one batch (every rank calls it once per round; an evaluation
         that writes nothing sends nothing and makes no collective)."""
-        self.done += 1
         if self.outputs is None:
             return
         for part in self.runtime.gather_to_main(files) or []:
             for path, data in part:
                 self.outputs.write_bytes(path, data)
-
-    def finish(self) -> None:
-        """Join the rounds that longer shards still need."""
-        while self.done < self.rounds:
-            self.send([])
 
 
 TTA = ("hflip",)  # eval.tta values
@@ -108,13 +101,24 @@ def predict_probabilities(
     return probs
 
 
-def check_finite(probs: torch.Tensor, runtime: Runtime, names: Sequence[str],
-                 precision: str = "fp32") -> None:
-    """NaN probabilities quantise to 0: an all-black mask, written and measured as if it were a
-    prediction. A batch holding any is an error instead, on every rank at once (one small
-    all-reduce per batch) so that none is left waiting in a gather."""
-    mine = not bool(torch.isfinite(probs).all())
-    if runtime.any_rank(mine)[0]:
+def agree_on_round(runtime: Runtime, probs: torch.Tensor | None, names: Sequence[str],
+                   precision: str = "fp32", stop: bool = False) -> None:
+    """The one agreement every rank makes per round of predictions (a rank whose shard is done
+    joins with ``probs`` None): a stop, and non-finite probabilities, seen on any rank.
+
+    NaN probabilities quantise to 0: an all-black mask, written and measured as if it were a
+    prediction; a batch holding any is an error instead, on every rank at once, so that none is
+    left waiting in a gather.
+
+    Raises:
+        Preempted: ``stop`` on some rank (a stop signal during an evaluation).
+        UserError: non-finite probabilities on some rank.
+    """
+    mine = probs is not None and not bool(torch.isfinite(probs).all())
+    stopping, broken = runtime.any_rank(stop, mine)
+    if stopping:
+        raise Preempted("stopped during an evaluation")
+    if broken:
         where = f"for {', '.join(names[:3])}" if mine else "on another process's images"
         hint = ("eval.precision fp16 overflowed: use fp32 or bf16" if precision == "fp16" else
                 "the weights or data.mean / data.std are broken")
@@ -176,15 +180,15 @@ def _run_dataset(
     writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size, outputs)
     batches = iter(loader)
     for _ in range(writer.rounds):  # every rank the same rounds, shorter shards idle at the end
-        if stop is not None and runtime.any_rank(stop())[0]:
-            raise Preempted(f"stopped during the evaluation of {name}")
         batch = next(batches, None)
+        probs = None if batch is None else predict_probabilities(
+            net, batch["image"].to(runtime.device, non_blocking=True), runtime,
+            cfg.eval.precision, cfg.eval.tta)
+        agree_on_round(runtime, probs, batch["name"] if batch else [], cfg.eval.precision,
+                       stop=stop is not None and stop())
         if batch is None:
             writer.send([])
             continue
-        images = batch["image"].to(runtime.device, non_blocking=True)
-        probs = predict_probabilities(net, images, runtime, cfg.eval.precision, cfg.eval.tta)
-        check_finite(probs, runtime, batch["name"], cfg.eval.precision)
         files = []
         for i, gt in enumerate(batch["gt"]):
             pred = to_uint8_at(probs[i : i + 1], gt.shape)

@@ -43,16 +43,15 @@ def parity_sizes(size: tuple[int, int], dynamic: bool) -> list[tuple[int, int]]:
 
 def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: int,
                 dynamic: bool) -> None:
-    """Write ``path`` whole or not at all, with the user's umask (:mod:`sodkit.atomic`)."""
-    from ..atomic import atomic_target
-
+    """Write the ONNX file ``path`` (``sodkit export`` gives a temporary path of its output
+    folder, which puts it in place whole, with the user's umask, and records it)."""
     model.eval()
     dummy = torch.randn(1, 3, *size)
     axes = {0: "batch", 2: "height", 3: "width"}
-    with atomic_target(path) as tmp, warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
         torch.onnx.export(
-            model, (dummy,), str(tmp), dynamo=False, opset_version=opset,
+            model, (dummy,), str(path), dynamo=False, opset_version=opset,
             input_names=["image"], output_names=["saliency"],
             dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
 

@@ -16,7 +16,7 @@ from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
 from ..outputs import OutputFolder
 from ..paths import inside
-from .evaluator import MaskWriter, check_finite, predict_probabilities, to_uint8_at
+from .evaluator import MaskWriter, agree_on_round, predict_probabilities, to_uint8_at
 from .runtime import Runtime, eval_mode
 
 logger = logging.getLogger(__name__)
@@ -87,17 +87,22 @@ def predict_files(
                         num_workers=num_workers, collate_fn=_collate)
     writer = MaskWriter(runtime, len(paths), batch_size, outputs)
     written = []
+    batches = iter(loader)
     with eval_mode(model):
-        for batch in loader:
-            probs = predict_probabilities(model, batch["image"].to(runtime.device), runtime,
-                                          tta=tta)
-            check_finite(probs, runtime, [mine[i].name for i in batch["index"]])
+        for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
+            batch = next(batches, None)
+            probs = None if batch is None else predict_probabilities(
+                model, batch["image"].to(runtime.device), runtime, tta=tta)
+            agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
+                           else [])
+            if batch is None:
+                writer.send([])
+                continue
             files = []
             for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
                 target = inside(out_dir, f"{mine[index].stem}.png")
                 files.append((target, encode_mask(to_uint8_at(probs[i : i + 1], tuple(size)))))
                 written.append(target)
             writer.send(files)
-    writer.finish()
     logger.info("wrote %d masks to %s", len(paths), out_dir)
     return written
