@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,3 +25,24 @@ def trained(data_root, tmp_path_factory) -> Path:
     overrides = tiny_overrides(data_root, out, "t")
     assert main(["train", str(ROOT / "configs" / "demo.yaml"), *overrides]) == 0
     return out / "t"
+
+
+@pytest.fixture(autouse=True)
+def _no_stop_deadline_left_armed():
+    """A run stopped by a signal in this process (``main`` called by a test) leaves its
+    ``runtime.stop_grace_s`` deadline thread armed: ``sodkit/engine/preemption.py`` ends the
+    process that long after the signal, here pytest's, minutes later in another test (exit 143,
+    no summary). A test that signals a run in this process passes ``runtime.stop_grace_s=0``;
+    one that did not is failed here, and its deadline disarmed so that the session goes on."""
+    yield
+    armed = []
+    for thread in threading.enumerate():
+        deadline = getattr(getattr(thread, "_target", None), "__self__", None)
+        if thread.name == "sodkit-stop-deadline" and deadline is not None \
+                and deadline._armed.is_set():
+            deadline._stop.set()
+            armed.append(deadline)
+    if armed:
+        pytest.fail("a run stopped by a signal in the test process left its stop deadline "
+                    "armed: it would end pytest runtime.stop_grace_s later; pass "
+                    "runtime.stop_grace_s=0 to runs signalled in the test process")

@@ -1,0 +1,203 @@
+"""Waiting for the processes a test starts: a hang fails the test, a busy machine does not.
+
+A fixed timeout ("the run ends within 300 s") is a guess at the machine's speed: on a machine
+shared with other work the same run takes five times as long and the test fails for nothing,
+and on a quiet one a hang is found late. So a process here has as long as it makes progress:
+it, or a process it started (torchrun's workers, a loader's workers), used CPU time or printed a
+line within the last ``idle_s`` seconds. A process that waits for what never comes (a lost peer,
+a collective, a full pipe) uses none and is ended, with its whole process group, after
+``idle_s`` of that. A process that only runs slowly is never ended: a busy machine still gives
+each runnable process CPU time every few hundred milliseconds.
+
+The CPU time of a process tree is read from ``/proc`` (Linux, as the rest of these tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+import pytest
+
+IDLE_S = 60.0  # with no CPU time used and no line printed for this long, a process has hung
+POLL_S = 0.2
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, CPU ticks of the process and of its waited-for children)."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) "
+        ppid = int(fields[1])
+        ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        table[int(entry.name)] = (ppid, ticks)
+    return table
+
+
+def tree_ticks(roots: list[int]) -> int:
+    """CPU ticks used so far by the processes ``roots`` and everything they started."""
+    table = _proc_table()
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, (ppid, _) in table.items():
+        children[ppid].append(pid)
+    total, stack, seen = 0, list(roots), set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen or pid not in table:
+            continue
+        seen.add(pid)
+        total += table[pid][1]
+        stack.extend(children[pid])
+    return total
+
+
+class Watchdog:
+    """Ends ``procs`` (their process groups) and fails the test once none has progressed for
+    ``idle_s`` seconds: no CPU time used by their process trees, no line printed."""
+
+    def __init__(self, procs: list[subprocess.Popen], idle_s: float = IDLE_S,
+                 tail: list[str] | None = None) -> None:
+        self.procs, self.idle_s, self.tail = procs, idle_s, tail
+        self.ticks = -1
+        self.since = time.monotonic()
+
+    def progressed(self) -> None:
+        self.since = time.monotonic()
+
+    def check(self) -> None:
+        ticks = tree_ticks([p.pid for p in self.procs if p.poll() is None])
+        now = time.monotonic()
+        if ticks != self.ticks:
+            self.ticks, self.since = ticks, now
+        elif now - self.since > self.idle_s:
+            kill(self.procs)
+            said = "".join((self.tail or [])[-30:])
+            pytest.fail(f"{len(self.procs)} process(es) hung: no CPU time used and no line "
+                        f"printed for {self.idle_s:g} s\n{said}")
+
+
+def kill(procs: list[subprocess.Popen]) -> None:
+    """SIGKILL each process's group (a torchrun agent's workers with it), then reap them."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if _leads_group(proc):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+    for proc in procs:
+        proc.wait()
+
+
+def _leads_group(proc: subprocess.Popen) -> bool:
+    try:
+        return os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return False
+
+
+def until_idle(proc: subprocess.Popen, quiet_s: float = 1.0, idle_s: float = IDLE_S) -> None:
+    """Return once ``proc`` (its process tree) has used no CPU time for ``quiet_s``: it waits
+    for something, say a collective whose peer is stopped. Fails if it never does."""
+    last, since, start = -1, time.monotonic(), time.monotonic()
+    while True:
+        ticks, now = tree_ticks([proc.pid]), time.monotonic()
+        if ticks != last:
+            last, since = ticks, now
+        elif now - since >= quiet_s:
+            return
+        if now - start > idle_s:
+            kill([proc])
+            pytest.fail(f"process {proc.pid} kept using CPU time for {idle_s:g} s")
+        time.sleep(0.05)
+
+
+def wait(*procs: subprocess.Popen, idle_s: float = IDLE_S) -> list[int]:
+    """Each process's exit code, once all have ended (or the test fails on a hang)."""
+    dog = Watchdog(list(procs), idle_s)
+    for proc in procs:
+        while True:
+            try:
+                proc.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                dog.check()
+    return [proc.returncode for proc in procs]
+
+
+def start(cmd: list[str], **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen`` in a process group of its own (so a hang ends all it started)."""
+    return subprocess.Popen(cmd, start_new_session=True, **kwargs)
+
+
+def run(cmd: list[str], idle_s: float = IDLE_S, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, **kwargs)`` under a watchdog
+    instead of a timeout; the output goes through files, so a chatty process never blocks."""
+    return run_all([cmd], idle_s=idle_s, **kwargs)[0]
+
+
+def run_all(cmds: list[list[str]], idle_s: float = IDLE_S, env: dict | list | None = None,
+            **kwargs) -> list[subprocess.CompletedProcess]:
+    """Run commands side by side (the nodes or ranks of one job): ``env`` is one environment
+    for all or a list of one per command."""
+    envs = env if isinstance(env, list) else [env] * len(cmds)
+    files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in cmds]
+    procs = [start(cmd, text=True, stdout=out, stderr=err, env=e, **kwargs)
+             for cmd, e, (out, err) in zip(cmds, envs, files, strict=True)]
+    try:
+        wait(*procs, idle_s=idle_s)
+    finally:
+        kill(procs)
+    return [subprocess.CompletedProcess(proc.args, proc.returncode, _read(out), _read(err))
+            for proc, (out, err) in zip(procs, files, strict=True)]
+
+
+def _read(stream) -> str:
+    stream.seek(0)
+    text = stream.read()
+    stream.close()
+    return text
+
+
+def lines(proc: subprocess.Popen, stream=None, idle_s: float = IDLE_S,
+          seen: list[str] | None = None) -> Iterator[str]:
+    """The lines ``proc`` prints on ``stream`` (default: its stdout) as they come, under a
+    watchdog; ``seen`` collects them for a failure message. Read to the end (a thread reads
+    the stream meanwhile): act on a line and go on, do not break out."""
+    stream = stream if stream is not None else proc.stdout
+    got: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            got.put(line)
+        got.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    dog = Watchdog([proc], idle_s, seen)
+    while True:
+        try:
+            line = got.get(timeout=POLL_S)
+        except queue.Empty:
+            dog.check()
+            continue
+        if line is None:
+            return
+        dog.progressed()
+        if seen is not None:
+            seen.append(line)
+        yield line
