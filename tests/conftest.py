@@ -41,6 +41,7 @@ def _no_stop_deadline_left_armed():
         if thread.name == "sodkit-stop-deadline" and deadline is not None \
                 and deadline._armed.is_set():
             deadline._stop.set()
+            thread.join()  # within its 0.5 s poll
             armed.append(deadline)
     if armed:
         pytest.fail("a run stopped by a signal in the test process left its stop deadline "
