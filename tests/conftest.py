@@ -1,16 +1,30 @@
-"""Fixtures shared by the end-to-end test modules: one small dataset and one trained run."""
+"""Fixtures shared by the end-to-end test modules: one small dataset and one trained run.
+
+Every test, and every process a test starts (they inherit the environment), computes with one
+intra-op thread. The networks here are tiny: a second OpenMP thread buys little on a quiet
+machine, and on a busy one its spin-waits at every operator make a step up to 10 times slower
+(test_networks + test_checkpointing: 29 s with one thread, 338 s with two beside other work;
+docs/testing.md). One thread also makes results the same on every machine: a run in the test
+process and the same run in a subprocess sum in the same order.
+"""
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
+import os
 
-import pytest
+os.environ["OMP_NUM_THREADS"] = "1"  # before torch is imported: its pool is sized once
 
-from sodkit.cli import main
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from sodkit.cli import main  # noqa: E402
 from tests.sod_fixtures import tiny_overrides, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
+torch.set_num_threads(1)  # in case torch was imported before this file (a plugin)
 
 
 @pytest.fixture(scope="session")

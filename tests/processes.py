@@ -5,8 +5,8 @@ shared with other work the same run takes five times as long and the test fails 
 and on a quiet one a hang is found late. So a process here has as long as it makes progress:
 it, or a process it started (torchrun's workers, a loader's workers), used CPU time or printed a
 line within the last ``idle_s`` seconds. A process that waits for what never comes (a lost peer,
-a collective, a full pipe) uses none and is ended, with its whole process group, after
-``idle_s`` of that. A process that only runs slowly is never ended: a busy machine still gives
+a collective, a full pipe) uses next to none and is ended, with its whole process group,
+after ``idle_s`` of that. A process that only runs slowly is never ended: a busy machine still gives
 each runnable process CPU time every few hundred milliseconds.
 
 The CPU time of a process tree is read from ``/proc`` (Linux, as the rest of these tests).
@@ -14,6 +14,7 @@ The CPU time of a process tree is read from ``/proc`` (Linux, as the rest of the
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import queue
@@ -22,13 +23,14 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
 
-IDLE_S = 60.0  # with no CPU time used and no line printed for this long, a process has hung
+IDLE_S = 60.0  # with no line printed and next to no CPU time used for this long: hung
+MIN_SHARE = 0.02  # of one core
 POLL_S = 0.2
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:
@@ -52,7 +54,7 @@ def _proc_table() -> dict[int, tuple[int, int]]:
 def tree_ticks(roots: list[int]) -> int:
     """CPU ticks used so far by the processes ``roots`` and everything they started."""
     table = _proc_table()
-    children: dict[int, list[int]] = defaultdict(list)
+    children: dict[int, list[int]] = collections.defaultdict(list)
     for pid, (ppid, _) in table.items():
         children[ppid].append(pid)
     total, stack, seen = 0, list(roots), set()
@@ -67,28 +69,31 @@ def tree_ticks(roots: list[int]) -> int:
 
 
 class Watchdog:
-    """Ends ``procs`` (their process groups) and fails the test once none has progressed for
-    ``idle_s`` seconds: no CPU time used by their process trees, no line printed."""
+    """Ends ``procs`` (their process groups) and fails the test once they have not progressed
+    for ``idle_s`` seconds: no line printed, and their process trees used less than
+    ``MIN_SHARE`` of one core. (A waiting job is not at 0: torchrun's agent polls its workers,
+    0.2% of a core; a running one on a busy machine still gets a tenth of a core or more.)"""
 
     def __init__(self, procs: list[subprocess.Popen], idle_s: float = IDLE_S,
                  tail: list[str] | None = None) -> None:
         self.procs, self.idle_s, self.tail = procs, idle_s, tail
-        self.ticks = -1
-        self.since = time.monotonic()
+        self.samples: collections.deque[tuple[float, int]] = collections.deque()
 
     def progressed(self) -> None:
-        self.since = time.monotonic()
+        self.samples.clear()
 
     def check(self) -> None:
-        ticks = tree_ticks([p.pid for p in self.procs if p.poll() is None])
         now = time.monotonic()
-        if ticks != self.ticks:
-            self.ticks, self.since = ticks, now
-        elif now - self.since > self.idle_s:
+        self.samples.append((now, tree_ticks([p.pid for p in self.procs if p.poll() is None])))
+        while len(self.samples) > 1 and self.samples[1][0] <= now - self.idle_s:
+            self.samples.popleft()  # keep one sample at or before the window's start
+        start, ticks = self.samples[0]
+        used = (self.samples[-1][1] - ticks) / CLOCK_TICKS
+        if now - start >= self.idle_s and used < MIN_SHARE * (now - start):
             kill(self.procs)
             said = "".join((self.tail or [])[-30:])
-            pytest.fail(f"{len(self.procs)} process(es) hung: no CPU time used and no line "
-                        f"printed for {self.idle_s:g} s\n{said}")
+            pytest.fail(f"{len(self.procs)} process(es) hung: {used:.2f} s of CPU time and no "
+                        f"line printed in {now - start:.0f} s\n{said}")
 
 
 def kill(procs: list[subprocess.Popen]) -> None:

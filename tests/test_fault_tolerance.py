@@ -203,7 +203,10 @@ def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp
     for job in done:
         assert job.returncode == 0, job.stderr[-3000:]
     output = "".join(job.stdout + job.stderr for job in done)
-    assert marker.exists() and "exitcode: -9" in output  # the first attempt really lost rank 1
+    # the first attempt really lost rank 1: it marks the file, then SIGKILLs itself; the agent
+    # logs the failure it finds first, rank 1's SIGKILL or rank 0's error on the lost peer
+    assert marker.exists() and "failed (exitcode: " in output
+    assert "exitcode: -9" in output or "Connection closed by peer" in output, output[-3000:]
     assert "no checkpoint" in output  # the first attempt started afresh
     log = (tmp_path / "hit" / "train.log").read_text()
     assert "resumed from" in log and "at epoch 0, step 4" in log
