@@ -28,7 +28,6 @@ from collections.abc import Iterator
 import pytest
 
 IDLE_S = 60.0  # with no line printed and next to no CPU time used for this long: hung
-MIN_SHARE = 0.02  # of one core
 POLL_S = 0.2
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -51,6 +50,12 @@ def _proc_table() -> dict[int, tuple[int, int]]:
     return table
 
 
+def threshold() -> float:
+    """A quarter of the CPU share (of one core) that each runnable process gets now."""
+    share = len(os.sched_getaffinity(0)) / max(1.0, os.getloadavg()[0])
+    return 0.25 * min(1.0, share)
+
+
 def tree_ticks(roots: list[int]) -> int:
     """CPU ticks used so far by the processes ``roots`` and everything they started."""
     table = _proc_table()
@@ -70,9 +75,13 @@ def tree_ticks(roots: list[int]) -> int:
 
 class Watchdog:
     """Ends ``procs`` (their process groups) and fails the test once they have not progressed
-    for ``idle_s`` seconds: no line printed, and their process trees used less than
-    ``MIN_SHARE`` of one core. (A waiting job is not at 0: torchrun's agent polls its workers,
-    0.2% of a core; a running one on a busy machine still gets a tenth of a core or more.)"""
+    for ``idle_s`` seconds: no line printed, and their process trees used less than a quarter
+    of the CPU share each runnable process gets now (``cores / load average``, at most one
+    core). A waiting job is not at zero (a torchrun job deadlocked in a collective used 2% of a
+    core: its agent polls the workers, gloo and the stop watcher wake up), a running one gets
+    its share: at a load of 10 on 2 cores, 20% against a threshold of 5%. On a machine so busy
+    that the threshold falls below a waiting job's use, a hang is found late (by the job's own
+    collective timeout), never a slow job ended."""
 
     def __init__(self, procs: list[subprocess.Popen], idle_s: float = IDLE_S,
                  tail: list[str] | None = None) -> None:
@@ -89,11 +98,12 @@ class Watchdog:
             self.samples.popleft()  # keep one sample at or before the window's start
         start, ticks = self.samples[0]
         used = (self.samples[-1][1] - ticks) / CLOCK_TICKS
-        if now - start >= self.idle_s and used < MIN_SHARE * (now - start):
+        if now - start >= self.idle_s and used < threshold() * (now - start):
             kill(self.procs)
             said = "".join((self.tail or [])[-30:])
-            pytest.fail(f"{len(self.procs)} process(es) hung: {used:.2f} s of CPU time and no "
-                        f"line printed in {now - start:.0f} s\n{said}")
+            pytest.fail(f"{len(self.procs)} process(es) hung: {used:.2f} s of CPU time (less "
+                        f"than {threshold():.1%} of a core) and no line printed in "
+                        f"{now - start:.0f} s\n{said}")
 
 
 def kill(procs: list[subprocess.Popen]) -> None:
@@ -117,14 +127,17 @@ def _leads_group(proc: subprocess.Popen) -> bool:
 
 
 def until_idle(proc: subprocess.Popen, quiet_s: float = 1.0, idle_s: float = IDLE_S) -> None:
-    """Return once ``proc`` (its process tree) has used no CPU time for ``quiet_s``: it waits
-    for something, say a collective whose peer is stopped. Fails if it never does."""
-    last, since, start = -1, time.monotonic(), time.monotonic()
+    """Return once ``proc`` (its process tree) has used next to no CPU time (2 ticks, 20 ms)
+    for ``quiet_s``: it waits for something, say a collective whose peer is stopped. Fails if
+    it never does."""
+    samples: collections.deque[tuple[float, int]] = collections.deque()
+    start = time.monotonic()
     while True:
-        ticks, now = tree_ticks([proc.pid]), time.monotonic()
-        if ticks != last:
-            last, since = ticks, now
-        elif now - since >= quiet_s:
+        now = time.monotonic()
+        samples.append((now, tree_ticks([proc.pid])))
+        while len(samples) > 1 and samples[1][0] <= now - quiet_s:
+            samples.popleft()
+        if now - samples[0][0] >= quiet_s and samples[-1][1] - samples[0][1] <= 2:
             return
         if now - start > idle_s:
             kill([proc])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -15,6 +14,7 @@ from sodkit.config import LossCfg, ModelCfg
 from sodkit.errors import UserError
 from sodkit.loss import build_criterion
 from sodkit.network import build_network
+from tests import processes
 
 # The smallest model of each family in the installed timm (pretrained=False: random weights).
 FAMILIES = ["resnet18", "res2net50_14w_8s", "convnext_atto", "efficientnet_b0", "pvt_v2_b0",
@@ -88,8 +88,8 @@ def test_hub_unreachable_is_one_line_naming_the_ways_out() -> None:
             "try:\n    Backbone('resnet18', pretrained='timm')\n"
             "except UserError as e:\n    print('MESSAGE', e)\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": "/nonexistent-sodkit-test"}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                            text=True, timeout=120, check=True)
+    result = processes.run([sys.executable, "-c", code], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("MESSAGE")]
     assert len(lines) == 1, result.stdout + result.stderr
     message = lines[0]

@@ -21,6 +21,7 @@ from sodkit.data.checks import check_pairs
 from sodkit.data.datasets import Pair
 from sodkit.errors import DataError, UserError
 from sodkit.imageio import read_image, read_mask
+from tests import processes
 from tests.sod_fixtures import draw_pair, tiny_overrides, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +29,7 @@ DEMO = str(ROOT / "configs" / "demo.yaml")
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sodkit", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+    return processes.run([sys.executable, "-m", "sodkit", *args], cwd=cwd)
 
 
 def truncate(path: Path) -> None:

@@ -2,7 +2,13 @@
 without torchrun, equivalence with one process, exact resume, failures, the run folder.
 
 One 2-process torchrun run (module fixture ``ddp_run``: SyncBatchNorm, multi-scale, 2 epochs of
-2 steps, no test sets) is the reference the other launches are compared with.
+2 steps, no test sets) is the reference the other launches are compared with. It shares its
+torchrun launch with the published networks' 2-process runs (``tests/commands_entry.py``): a
+launch's start costs more than these runs.
+
+No run here has a collective timeout of its own: a job that waits for a lost peer uses no CPU
+time, and ``tests/processes.py`` ends it after a minute of that, where a fixed timeout (it was
+60 s) also ended the slow but healthy ones of a busy machine.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ import pytest
 import torch
 
 from sodkit.cli import main
+from sodkit.config import RuntimeCfg
+from tests import processes
+from tests.commands_entry import joined
 from tests.sod_fixtures import free_port, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +35,8 @@ LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
                "TORCHELASTIC_ERROR_FILE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
                "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
+DIST_TIMEOUT_S = RuntimeCfg().dist_timeout_s  # what a rank waits for a lost peer: 600 s
 
 
 def overrides(data_root: Path, out: Path, name: str, batch: int = 4) -> list[str]:
@@ -43,8 +53,7 @@ def overrides(data_root: Path, out: Path, name: str, batch: int = 4) -> list[str
         "data.size_list=[64,96]", f"data.batch_size={batch}", "data.num_workers=0",
         "model.backbone=resnet18", "model.decoder_channels=16", "train.epochs=2",
         "train.keep_every=1", "train.log_every=1", "train.image_every=0",
-        "runtime.sync_bn=true", "runtime.deterministic=true", "runtime.dist_timeout_s=60",
-        "optim.name=sgd", "optim.lr=0.05",
+        "runtime.sync_bn=true", "runtime.deterministic=true", "optim.name=sgd", "optim.lr=0.05",
     ]
 
 
@@ -53,12 +62,11 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, "OMP_NUM_THREADS": "1", **extra}
 
 
-def torchrun(*args: str, nproc: int = 2, launcher: list[str] | None = None,
-             timeout: int = 300) -> subprocess.CompletedProcess:
+def torchrun(*args: str, nproc: int = 2, launcher: list[str] | None = None
+             ) -> subprocess.CompletedProcess:
     launcher = launcher or ["--standalone", f"--nproc_per_node={nproc}"]
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", *launcher, *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                          env=clean_env())
+    return processes.run([sys.executable, "-m", "torch.distributed.run", *launcher, *args],
+                         cwd=ROOT, env=clean_env())
 
 
 def last(run: Path, name: str = "last.pt") -> dict:
@@ -85,12 +93,39 @@ def out(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("runs")
 
 
+# the published recipes (their networks, losses, optimizers, schedules); CEL per image here: its
+# released batch pooling sums over each process's own batch, so 2 x 4 is not 1 x 8 for it
+PUBLISHED = {
+    "minet": ("duts_minet_r50.yaml", ["loss.terms={bce: 1.0, cel: {weight: 1.0, reduction: "
+                                      "image}}"]),
+    "f3net": ("duts_f3net_r50.yaml", []),
+}
+# BatchNorm frozen, one epoch: see test_published_networks_two_processes_equal_one_process
+PUBLISHED_COMMON = ["model.pretrained=null", "runtime.precision=fp32", "train.keep_every=0",
+                    "train.freeze_bn=true", "runtime.sync_bn=false", "train.epochs=1"]
+
+
+def published_args(network: str, data_root: Path, out: Path, name: str, batch: int = 4
+                   ) -> list[str]:
+    recipe, extra = PUBLISHED[network]
+    return ["train", str(ROOT / "configs" / recipe), *overrides(data_root, out, name, batch),
+            *PUBLISHED_COMMON, *extra]
+
+
 @pytest.fixture(scope="module")
-def ddp_run(data_root, out) -> Path:
-    """2 processes x batch 4 under torchrun. No test sets: this used to hang at the end."""
-    proc = torchrun("-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "ddp"))
+def ddp_runs(data_root, out) -> Path:
+    """One torchrun launch, 2 processes x batch 4: the reference run (no test sets: this used to
+    hang at the end), then each published network's run."""
+    runs = [["train", CONFIG, *overrides(data_root, out, "ddp")]]
+    runs += [published_args(network, data_root, out, f"{network}2") for network in PUBLISHED]
+    proc = torchrun(str(ROOT / "tests" / "commands_entry.py"), *joined(*runs))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return out / "ddp"
+    return out
+
+
+@pytest.fixture(scope="module")
+def ddp_run(ddp_runs) -> Path:
+    return ddp_runs / "ddp"
 
 
 def test_checkpoint_holds_every_ranks_state_and_loads_weights_only(ddp_run):
@@ -122,17 +157,8 @@ def test_two_processes_equal_one_process_with_the_double_batch(ddp_run, data_roo
     assert_same_model(ddp["model"], single["model"], atol=1e-3)
 
 
-# the published recipes (their networks, losses, optimizers, schedules); CEL per image here: its
-# released batch pooling sums over each process's own batch, so 2 x 4 is not 1 x 8 for it
-PUBLISHED = {
-    "minet": ("duts_minet_r50.yaml", ["loss.terms={bce: 1.0, cel: {weight: 1.0, reduction: "
-                                      "image}}"]),
-    "f3net": ("duts_f3net_r50.yaml", []),
-}
-
-
 @pytest.mark.parametrize("network", sorted(PUBLISHED))
-def test_published_networks_two_processes_equal_one_process(network, data_root, out):
+def test_published_networks_two_processes_equal_one_process(network, ddp_runs, data_root, out):
     """minet (no side outputs: DDP needs a gradient for every trainable parameter) and f3net
     (five side outputs upsampled in the loss, frozen stem, decay on every parameter): 2 x
     batch 4 == 1 x batch 8.
@@ -142,16 +168,8 @@ def test_published_networks_two_processes_equal_one_process(network, data_root, 
     measured in float64 against plain BatchNorm) grows to 5e-2 in the weights after 4 steps
     at lr 0.05; with frozen statistics 2 x 4 and 1 x 8 agreed to 1.5e-7 (FPN's sync_bn test
     above covers the all-reduce BatchNorm itself)."""
-    recipe, extra = PUBLISHED[network]
-    config = str(ROOT / "configs" / recipe)
-    common = ["model.pretrained=null", "runtime.precision=fp32", "train.keep_every=0",
-              "train.freeze_bn=true", "runtime.sync_bn=false", "train.epochs=1", *extra]
-    proc = torchrun("-m", "sodkit", "train", config, *overrides(data_root, out, f"{network}2"),
-                    *common)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert main(["train", config, *overrides(data_root, out, f"{network}1", batch=8),
-                 *common]) == 0
-    ddp, single = last(out / f"{network}2"), last(out / f"{network}1")
+    assert main(published_args(network, data_root, out, f"{network}1", batch=8)) == 0
+    ddp, single = last(ddp_runs / f"{network}2"), last(out / f"{network}1")
     assert ddp["step"] == single["step"] == 2
     assert_same_model(ddp["model"], single["model"], atol=1e-5)
 
@@ -170,56 +188,42 @@ def test_accumulation_equals_the_double_batch_with_frozen_batchnorm(data_root, o
     assert_same_model(acc["model"], big["model"], atol=1e-5)
 
 
-def test_two_node_launch_equals_single_node(ddp_run, data_root, out):
-    """Two torchrun agents (--nnodes=2, one process each) rendezvous over c10d on 127.0.0.1."""
+def test_two_node_launch_resumes_a_single_node_job_bitwise(ddp_run, data_root, out):
+    """Two torchrun agents (--nnodes=2, one process each) rendezvous over c10d on 127.0.0.1 and
+    resume the single-node job's epoch-1 checkpoint: they end with its weights, optimizer and
+    every rank's RNG state, bit for bit. (One launch for what were two tests: the two-node
+    launch trained both epochs, the resume ran single-node.)"""
+    snapshot = ddp_run / "checkpoints" / "epoch_0001.pt"
     port = free_port()
-    procs = []
-    for node in (0, 1):
-        launcher = ["--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}",
-                    "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
-                    "--rdzv_id=sodkit-test", "--max_restarts=0"]
-        cmd = [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "sodkit",
-               "train", CONFIG, *overrides(data_root, out, "twonode")]
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err[-4000:]
-    state = last(out / "twonode")
-    assert [(r["rank"], r["local_rank"]) for r in state["ranks"]] == [(0, 0), (1, 0)]
-    assert_same_model(state["model"], last(ddp_run)["model"])
+    cmds = [[sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+             f"--node_rank={node}", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+             "--rdzv_id=sodkit-test", "--max_restarts=0", "-m", "sodkit", "train", CONFIG,
+             *overrides(data_root, out, "twonode"), "--resume", str(snapshot)]
+            for node in (0, 1)]
+    for proc in processes.run_all(cmds, cwd=ROOT, env=clean_env()):
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    resumed, straight = last(out / "twonode"), last(ddp_run)
+    assert [(r["rank"], r["local_rank"]) for r in resumed["ranks"]] == [(0, 0), (1, 0)]
+    assert (resumed["epoch"], resumed["step"]) == (2, 4)
+    assert_same_model(resumed["model"], straight["model"])
+    for key in ("rng", "optimizer"):
+        assert repr(resumed[key]) == repr(straight[key]), key
+    assert "resumed from" in (out / "twonode" / "train.log").read_text()
 
 
 def test_slurm_launch_without_torchrun_equals_torchrun(ddp_run, data_root, out):
     """srun's variables only: master from the compact node list, port from the job id."""
     port = free_port(15000, 25000)
-    procs = []
-    for rank in (0, 1):
-        env = clean_env(SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID=str(rank),
-                        SLURM_JOB_NODELIST="127.0.0.[1-4]", SLURM_JOB_ID=str(70000 + port - 15000))
-        cmd = [sys.executable, "-m", "sodkit", "train", CONFIG,
-               *overrides(data_root, out, "slurm")]
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    outputs = [proc.communicate(timeout=300) for proc in procs]
-    for proc, (_, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, err[-4000:]
-    assert outputs[1] == ("", "")  # rank 1 prints nothing
-    assert "slurm" in outputs[0][1]
+    cmd = [sys.executable, "-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "slurm")]
+    envs = [clean_env(SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID=str(rank),
+                      SLURM_JOB_NODELIST="127.0.0.[1-4]", SLURM_JOB_ID=str(70000 + port - 15000))
+            for rank in (0, 1)]
+    done = processes.run_all([cmd, cmd], cwd=ROOT, env=envs)
+    for proc in done:
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (done[1].stdout, done[1].stderr) == ("", "")  # rank 1 prints nothing
+    assert "slurm" in done[0].stderr
     assert_same_model(last(out / "slurm")["model"], last(ddp_run)["model"])
-
-
-def test_resume_under_torchrun_is_bitwise(ddp_run, data_root, out):
-    snapshot = ddp_run / "checkpoints" / "epoch_0001.pt"
-    proc = torchrun("-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "resumed"),
-                    "--resume", str(snapshot))
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    resumed, straight = last(out / "resumed"), last(ddp_run)
-    assert (resumed["epoch"], resumed["step"]) == (2, 4)
-    assert_same_model(resumed["model"], straight["model"])
-    for key in ("rng", "optimizer"):
-        assert repr(resumed[key]) == repr(straight[key]), key
-    assert "resumed from" in (out / "resumed" / "train.log").read_text()
 
 
 def test_resume_on_another_world_size_warns(ddp_run, data_root, out, caplog):
@@ -231,24 +235,24 @@ def test_resume_on_another_world_size_warns(ddp_run, data_root, out, caplog):
 
 @pytest.mark.parametrize("launch", ["torchrun", "slurm"])
 def test_a_failing_rank_stops_the_job_and_is_named(data_root, out, launch):
+    """The other rank does not wait for the collective timeout (runtime.dist_timeout_s): the job
+    ends well before it, and without idling (the watchdog of tests/processes.py fails a job
+    that uses no CPU time for a minute, as one waiting for a lost peer does)."""
     entry = [str(ROOT / "tests" / "ddp_fail_entry.py"), "1", "3", "train", CONFIG,
              *overrides(data_root, out, f"fail_{launch}")]
     start = time.monotonic()
     if launch == "torchrun":
-        proc = torchrun(*entry, timeout=120)
+        proc = torchrun(*entry)
         codes, text = [proc.returncode], proc.stdout + proc.stderr
     else:
         port = str(free_port())
-        procs = [subprocess.Popen(
-            [sys.executable, *entry], cwd=ROOT, text=True, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=clean_env(SLURM_PROCID=str(r), SLURM_NTASKS="2", SLURM_LOCALID=str(r),
-                          SLURM_JOB_NODELIST="localhost", MASTER_PORT=port)) for r in (0, 1)]
-        texts = [p.communicate(timeout=120)[0] for p in procs]
-        codes, text = [p.returncode for p in procs], "\n".join(texts)
+        envs = [clean_env(SLURM_PROCID=str(r), SLURM_NTASKS="2", SLURM_LOCALID=str(r),
+                          SLURM_JOB_NODELIST="localhost", MASTER_PORT=port) for r in (0, 1)]
+        done = processes.run_all([[sys.executable, *entry]] * 2, cwd=ROOT, env=envs)
+        codes, text = [p.returncode for p in done], "\n".join(p.stdout + p.stderr for p in done)
     elapsed = time.monotonic() - start
     assert all(code != 0 for code in codes), text[-3000:]
-    assert elapsed < 60, elapsed
+    assert elapsed < DIST_TIMEOUT_S, elapsed
     assert "rank 1 of 2" in text and "injected failure at step 3" in text, text[-3000:]
 
 
@@ -256,7 +260,7 @@ def test_a_config_error_under_torchrun_is_one_line_and_in_the_failure_summary(da
     """Every rank finds the same bad setting: rank 0 prints it once, and torchrun's failure
     summary shows it for each rank instead of "To enable traceback see ..."."""
     proc = torchrun("-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "badlr"),
-                    "optim.lr=0", timeout=120)
+                    "optim.lr=0")
     assert proc.returncode != 0
     said = "sodkit train: error: optim.lr: must be > 0"
     printed = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith(said)]
@@ -326,8 +330,8 @@ def test_a_missing_peer_ends_the_job_after_the_timeout(data_root, out):
     env = clean_env(SLURM_PROCID="0", SLURM_NTASKS="2", SLURM_LOCALID="0",
                     SLURM_JOB_NODELIST="localhost", MASTER_PORT=str(free_port()))
     args = [*overrides(data_root, out, "lonely"), "runtime.dist_timeout_s=3"]
-    proc = subprocess.run([sys.executable, "-m", "sodkit", "train", CONFIG, *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = processes.run([sys.executable, "-m", "sodkit", "train", CONFIG, *args], cwd=ROOT,
+                         env=env)
     assert proc.returncode != 0
     assert "rank 0 of 2" in proc.stderr and "1/2 clients joined" in proc.stderr
 

@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
+from sodkit.config import RuntimeCfg
 from sodkit.metrics.testing import realistic_pair
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = {"X": 7, "Y": 5}
@@ -29,14 +31,13 @@ FILES = ("results.json", "results.csv", "results.md", "results_per_image.csv", "
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
                "TORCHELASTIC_ERROR_FILE", "SLURM_PROCID", "SLURM_NTASKS")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
 
-def torchrun(*args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+def torchrun(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc_per_node=2", "-m", "sodkit", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=timeout, env=env)
+    return processes.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node=2", "-m", "sodkit", *args], cwd=ROOT, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +88,12 @@ def test_a_bad_file_on_one_rank_ends_every_rank_with_one_line(inputs, tmp_path):
     bad = root / "preds/b/X/im06.png"  # index 6 of 7: rank 1's shard (4..6) only
     bad.write_bytes(bad.read_bytes()[:60])
     start = time.monotonic()
-    proc = torchrun(*eval_args(root, tmp_path / "out"), timeout=120)
+    proc = torchrun(*eval_args(root, tmp_path / "out"))
     elapsed = time.monotonic() - start
     assert proc.returncode != 0
-    assert elapsed < 60, elapsed
+    # rank 0 does not wait for the collective timeout (runtime.dist_timeout_s): the job ends
+    # well before it, and without idling (tests/processes.py fails a job idle for a minute)
+    assert elapsed < RuntimeCfg().dist_timeout_s, elapsed
     said = f"sodkit eval: error: cannot decode image file {bad}: truncated or corrupt"
     printed = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith(said)]
     assert len(printed) == 1, proc.stderr[-3000:]  # rank 0 prints what rank 1 met, once

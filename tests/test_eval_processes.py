@@ -17,6 +17,7 @@ import pytest
 from sodkit.cli import main
 from sodkit.commands._eval_pool import MIN_IMAGES, fork_is_safe, runs, worth_processes
 from sodkit.metrics.testing import realistic_pair
+from tests import processes
 
 WRITTEN = ("results.json", "results_per_image.csv", "curves.json", "results.md")
 
@@ -48,6 +49,7 @@ def _eval(root: Path, out: Path, *extra: str) -> int:
                  *extra])
 
 
+@pytest.mark.multiprocess
 def test_worker_processes_write_the_files_of_one_process(datasets, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="sodkit")
     assert _eval(datasets, tmp_path / "one", "--workers", "1") == 0
@@ -91,21 +93,20 @@ def test_runs_split_the_images_into_several_tasks_per_worker():
     assert runs(1, 8) == 1
 
 
+@pytest.mark.multiprocess
 def test_the_command_forks_its_workers_and_writes_the_same_files(datasets, tmp_path):
     """``python -m sodkit eval`` forks its workers from itself (nothing ran OpenCV's thread pool
     there); in this test process, where it has run, forking is refused (the fork server)."""
     assert not fork_is_safe()
-    fresh = subprocess.run(
+    fresh = processes.run(
         [sys.executable, "-c", "import sodkit.cli as cli; cli._STARTED_BY_COMMAND = True; "
-         "from sodkit.commands._eval_pool import fork_is_safe; print(fork_is_safe())"],
-        capture_output=True, text=True, timeout=60)
+         "from sodkit.commands._eval_pool import fork_is_safe; print(fork_is_safe())"])
     assert fresh.stdout.strip() == "True", fresh.stderr
     assert _eval(datasets, tmp_path / "one", "--workers", "1") == 0
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, "-m", "sodkit", "eval", "--gt", f"D1={datasets / 'gt' / 'D1'}",
          "--gt", f"D2={datasets / 'gt' / 'D2'}", "--pred", f"a={datasets / 'a'}",
-         "--pred", f"b={datasets / 'b'}", "--out", str(tmp_path / "command"), "--workers", "2"],
-        capture_output=True, text=True, timeout=120)
+         "--pred", f"b={datasets / 'b'}", "--out", str(tmp_path / "command"), "--workers", "2"])
     assert done.returncode == 0, done.stderr
     assert "37 images measured with 2 worker processes" in done.stderr
     for dataset in ("D1", "D2"):
@@ -114,6 +115,7 @@ def test_the_command_forks_its_workers_and_writes_the_same_files(datasets, tmp_p
                     == (tmp_path / "one" / dataset / name).read_bytes()), name
 
 
+@pytest.mark.multiprocess
 def test_a_worker_that_dies_ends_the_command_in_one_line(tmp_path):
     """A worker killed mid-run (the system's OOM killer, say) ends ``sodkit eval`` with exit
     code 2 and one line that says what to do, not a pool's traceback or a hang."""
@@ -123,18 +125,17 @@ def test_a_worker_that_dies_ends_the_command_in_one_line(tmp_path):
         data = (tmp_path / folder / "000.png").read_bytes()
         for i in range(1, 1500):
             (tmp_path / folder / f"{i:03d}.png").write_bytes(data)
-    proc = subprocess.Popen(
+    proc = processes.start(
         [sys.executable, "-m", "sodkit", "eval", "--gt", str(tmp_path / "gt"), "--pred",
          f"m={tmp_path / 'pred'}", "--out", str(tmp_path / "out"), "--workers", "2"],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if "images, methods" in line:  # the workers are running
+    lines, after = [], None
+    for line in processes.lines(proc, proc.stderr, seen=lines):
+        if "images, methods" in line and after is None:  # the workers are running
             children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
             os.kill(int(children[0]), signal.SIGKILL)
-            break
-    rest = proc.stderr.read()
-    assert proc.wait(timeout=60) == 2, "".join(lines) + rest
+            after = len(lines)
+    rest = "".join(lines[after:])
+    assert processes.wait(proc) == [2], "".join(lines)
     assert "sodkit eval: error: a worker process of sodkit eval died" in rest
     assert "Traceback" not in rest

@@ -19,6 +19,7 @@ import yaml
 
 from sodkit.cli import main
 from sodkit.imageio import read_mask
+from tests import processes
 from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,8 +140,7 @@ def test_existing_run_folder_needs_resume_or_overwrite(trained, data_root, capsy
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sodkit", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)
+    return processes.run([sys.executable, "-m", "sodkit", *args], cwd=ROOT)
 
 
 def test_mistyped_key_exits_2_naming_the_right_key():
@@ -183,17 +183,16 @@ def test_predict_handles_modes_and_sizes(trained, tmp_path):
         assert mask.shape == shape and mask.dtype == np.uint8, stem
 
 
+@pytest.mark.multiprocess
 def test_two_process_test_equals_single_process(trained, data_root):
     """torchrun with 2 gloo processes: uneven shards (6 images, batch 4), the same numbers."""
     out = trained.parent
     overrides = tiny_overrides(data_root, out, "t_ddp")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
          "-m", "sodkit", "test", str(ROOT / "configs" / "demo.yaml"), *overrides,
-         "--checkpoint", str(trained / "checkpoints" / "last.pt")],
-        capture_output=True, text=True, cwd=ROOT, timeout=600, env=env,
-    )
+         "--checkpoint", str(trained / "checkpoints" / "last.pt")], cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = json.loads((out / "t_ddp" / "eval" / "last" / "results.json").read_text())
     single = json.loads((trained / "results.json").read_text())
