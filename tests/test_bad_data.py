@@ -7,6 +7,7 @@ but valid files (CMYK JPEG, 16-bit PNG, RGBA, palette, WebP, GIF, EXIF-rotated p
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -17,19 +18,41 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
+from sodkit.cli import main
 from sodkit.data.checks import check_pairs
 from sodkit.data.datasets import Pair
 from sodkit.errors import DataError, UserError
 from sodkit.imageio import read_image, read_mask
-from tests import processes
 from tests.sod_fixtures import draw_pair, tiny_overrides, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "configs" / "demo.yaml")
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return processes.run([sys.executable, "-m", "sodkit", *args], cwd=cwd)
+@pytest.fixture
+def run_cli(capfd, monkeypatch):
+    """``sodkit ARGS`` in folder ``cwd``, in the test process: its exit code, and what it wrote
+    on stdout and stderr (its log in the command's format, and what loader workers it forks
+    write). In this process rather than a fresh ``python -m sodkit``, whose start (importing
+    torch and sodkit) cost 2-3 s a call, 14 calls in this module."""
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        root, handler = logging.getLogger(), logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))  # as sodkit.cli.main sets it
+        level = root.level
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        try:
+            code = main(list(args))
+        finally:
+            root.removeHandler(handler)
+            root.setLevel(level)
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    return run
 
 
 def truncate(path: Path) -> None:
@@ -63,7 +86,7 @@ def broken_root(tmp_path: Path) -> Path:
     return root
 
 
-def test_training_skips_each_bad_pair_and_names_it(broken_root, tmp_path):
+def test_training_skips_each_bad_pair_and_names_it(broken_root, tmp_path, run_cli):
     overrides = tiny_overrides(broken_root, tmp_path / "out", "run", epochs=1) + [
         "data.test=[]", "data.batch_size=13", "data.max_bad_samples=4"]  # 13 good: one batch
     proc = run_cli("train", DEMO, *overrides, cwd=tmp_path)
@@ -78,7 +101,7 @@ def test_training_skips_each_bad_pair_and_names_it(broken_root, tmp_path):
     assert "Traceback" not in log
 
 
-def test_too_many_bad_pairs_stop_the_run_before_training(broken_root, tmp_path):
+def test_too_many_bad_pairs_stop_the_run_before_training(broken_root, tmp_path, run_cli):
     overrides = tiny_overrides(broken_root, tmp_path / "out", "run", epochs=1) + [
         "data.test=[]", "data.max_bad_samples=2"]
     proc = run_cli("train", DEMO, *overrides, cwd=tmp_path)
@@ -87,7 +110,7 @@ def test_too_many_bad_pairs_stop_the_run_before_training(broken_root, tmp_path):
     assert not (tmp_path / "out" / "run" / "checkpoints").exists()
 
 
-def test_a_worker_that_meets_a_bad_file_reports_one_line(broken_root, tmp_path):
+def test_a_worker_that_meets_a_bad_file_reports_one_line(broken_root, tmp_path, run_cli):
     overrides = tiny_overrides(broken_root, tmp_path / "out", "run", epochs=1) + [
         "data.test=[]", "data.batch_size=13", "data.num_workers=1", "data.max_bad_samples=3"]
     proc = run_cli("train", DEMO, *overrides, cwd=tmp_path)
@@ -97,7 +120,7 @@ def test_a_worker_that_meets_a_bad_file_reports_one_line(broken_root, tmp_path):
     assert "Traceback" not in proc.stderr and "Original" not in proc.stderr
 
 
-def test_check_data_lists_every_problem(broken_root, tmp_path):
+def test_check_data_lists_every_problem(broken_root, tmp_path, run_cli):
     common = [f"data_root={broken_root}", "data.train=[{preset: duts-tr}]",
               "data.test=[{preset: duts-te}]"]
     fast = run_cli("check-data", DEMO, *common, cwd=tmp_path)
@@ -114,7 +137,7 @@ def test_check_data_lists_every_problem(broken_root, tmp_path):
     assert clean.returncode == 0 and "0 problem(s)" in clean.stdout
 
 
-def test_check_data_names_missing_and_empty_folders(tmp_path):
+def test_check_data_names_missing_and_empty_folders(tmp_path, run_cli):
     root = write_duts_layout(tmp_path / "data")
     shutil.rmtree(root / "DUTS-TR" / "DUTS-TR-Mask")
     for f in (root / "DUTS-TE" / "DUTS-TE-Image").iterdir():
@@ -129,7 +152,7 @@ def test_check_data_names_missing_and_empty_folders(tmp_path):
     assert "Traceback" not in train.stderr
 
 
-def test_a_bad_test_pair_stops_evaluation_before_any_prediction(trained, tmp_path):
+def test_a_bad_test_pair_stops_evaluation_before_any_prediction(trained, tmp_path, run_cli):
     root = write_duts_layout(tmp_path / "data", n_train=4, n_test=5)
     truncate(root / "DUTS-TE" / "DUTS-TE-Image" / "sun_te_003.jpg")
     overrides = tiny_overrides(root, tmp_path / "out", "t")
@@ -183,7 +206,7 @@ def test_a_mask_drawn_on_the_displayed_photo_aligns(tmp_path):
     assert check_pairs([Pair("photo", tmp_path / "photo.jpg", tmp_path / "mask.png")]) == []
 
 
-def test_predict_writes_masks_in_the_displayed_orientation(trained, tmp_path):
+def test_predict_writes_masks_in_the_displayed_orientation(trained, tmp_path, run_cli):
     stored = np.random.default_rng(1).integers(0, 256, (40, 70, 3), dtype=np.uint8)
     image = Image.fromarray(stored)
     exif = image.getexif()
@@ -222,6 +245,6 @@ def test_worker_tracebacks_become_the_original_message():
 @pytest.mark.parametrize(("override", "needle"), [
     ("train.grad_clip=-1", "flip the gradients"), ("optim.lr=0", "trains nothing"),
     ("train.steps_per_epoch=0", "train.steps_per_epoch"), ("data.max_bad_samples=-1", ">= 0")])
-def test_senseless_settings_fail_before_anything_runs(tmp_path, override, needle):
+def test_senseless_settings_fail_before_anything_runs(tmp_path, override, needle, run_cli):
     proc = run_cli("train", DEMO, override, cwd=tmp_path)
     assert proc.returncode == 2 and needle in proc.stderr
