@@ -1,4 +1,5 @@
-"""Fixtures shared by the end-to-end test modules: one small dataset and one trained run.
+"""Fixtures shared by the end-to-end test modules: one small dataset and one trained run, built
+once per test run (once for all pytest-xdist workers).
 
 Every test, and every process a test starts (they inherit the environment), computes with one
 intra-op thread. The networks here are tiny: a second OpenMP thread buys little on a quiet
@@ -14,7 +15,10 @@ import os
 
 os.environ["OMP_NUM_THREADS"] = "1"  # before torch is imported: its pool is sized once
 
+import fcntl  # noqa: E402
+import shutil  # noqa: E402
 import threading  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -27,18 +31,43 @@ ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)  # in case torch was imported before this file (a plugin)
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``name``, made by ``build(folder)`` once for the whole test run.
+
+    Alone, in this session's temporary folder. Under pytest-xdist (``make test``), in the
+    folder that the run's workers share: the first worker to come builds it under a lock, the
+    others wait and reuse it, so that each is built once, not once per worker. A build that
+    failed leaves no ``.done`` mark: the next worker starts it anew (and fails the same way)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent  # one per run, shared by its workers
+    folder = shared / name
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".done").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".done").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory) -> Path:
-    return write_duts_layout(tmp_path_factory.mktemp("sod"))
+    return built_once(tmp_path_factory, "sod", write_duts_layout)
 
 
 @pytest.fixture(scope="session")
 def trained(data_root, tmp_path_factory) -> Path:
     """A finished 2-epoch run folder (checkpoints, predictions, results); read, never modify."""
-    out = tmp_path_factory.mktemp("runs")
-    overrides = tiny_overrides(data_root, out, "t")
-    assert main(["train", str(ROOT / "configs" / "demo.yaml"), *overrides]) == 0
-    return out / "t"
+
+    def train(out: Path) -> None:
+        overrides = tiny_overrides(data_root, out, "t")
+        assert main(["train", str(ROOT / "configs" / "demo.yaml"), *overrides]) == 0
+
+    return built_once(tmp_path_factory, "runs", train) / "t"
 
 
 @pytest.fixture(autouse=True)

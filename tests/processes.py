@@ -20,10 +20,9 @@ import os
 import queue
 import signal
 import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -145,15 +144,21 @@ def until_idle(proc: subprocess.Popen, quiet_s: float = 1.0, idle_s: float = IDL
         time.sleep(0.05)
 
 
-def wait(*procs: subprocess.Popen, idle_s: float = IDLE_S) -> list[int]:
-    """Each process's exit code, once all have ended (or the test fails on a hang)."""
+def wait(*procs: subprocess.Popen, idle_s: float = IDLE_S,
+         output: Callable[[], int] | None = None) -> list[int]:
+    """Each process's exit code, once all have ended (or the test fails on a hang). ``output``:
+    how much they have printed so far (printing counts as progress)."""
     dog = Watchdog(list(procs), idle_s)
+    printed = 0
     for proc in procs:
         while True:
             try:
                 proc.wait(timeout=POLL_S)
                 break
             except subprocess.TimeoutExpired:
+                if output is not None and output() != printed:
+                    printed = output()
+                    dog.progressed()
                 dog.check()
     return [proc.returncode for proc in procs]
 
@@ -165,31 +170,41 @@ def start(cmd: list[str], **kwargs) -> subprocess.Popen:
 
 def run(cmd: list[str], idle_s: float = IDLE_S, **kwargs) -> subprocess.CompletedProcess:
     """``subprocess.run(cmd, capture_output=True, text=True, **kwargs)`` under a watchdog
-    instead of a timeout; the output goes through files, so a chatty process never blocks."""
+    instead of a timeout."""
     return run_all([cmd], idle_s=idle_s, **kwargs)[0]
 
 
 def run_all(cmds: list[list[str]], idle_s: float = IDLE_S, env: dict | list | None = None,
             **kwargs) -> list[subprocess.CompletedProcess]:
     """Run commands side by side (the nodes or ranks of one job): ``env`` is one environment
-    for all or a list of one per command."""
+    for all or a list of one per command. Their output is read through pipes as it comes (a
+    chatty process never blocks; a file would count against a test's RLIMIT_FSIZE)."""
     envs = env if isinstance(env, list) else [env] * len(cmds)
-    files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in cmds]
-    procs = [start(cmd, text=True, stdout=out, stderr=err, env=e, **kwargs)
-             for cmd, e, (out, err) in zip(cmds, envs, files, strict=True)]
+    procs = [start(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
+                   **kwargs) for cmd, e in zip(cmds, envs, strict=True)]
+    texts: list[list[str]] = []
+    readers = []
+    for proc in procs:
+        for stream in (proc.stdout, proc.stderr):
+            chunks: list[str] = []
+            texts.append(chunks)
+            readers.append(threading.Thread(target=_drain, args=(stream, chunks), daemon=True))
+            readers[-1].start()
     try:
-        wait(*procs, idle_s=idle_s)
+        wait(*procs, idle_s=idle_s, output=lambda: sum(len(t) for t in texts))
     finally:
         kill(procs)
-    return [subprocess.CompletedProcess(proc.args, proc.returncode, _read(out), _read(err))
-            for proc, (out, err) in zip(procs, files, strict=True)]
+    for reader in readers:
+        reader.join()
+    return [subprocess.CompletedProcess(proc.args, proc.returncode, "".join(texts[2 * i]),
+                                        "".join(texts[2 * i + 1]))
+            for i, proc in enumerate(procs)]
 
 
-def _read(stream) -> str:
-    stream.seek(0)
-    text = stream.read()
+def _drain(stream, chunks: list[str]) -> None:
+    for line in stream:
+        chunks.append(line)
     stream.close()
-    return text
 
 
 def lines(proc: subprocess.Popen, stream=None, idle_s: float = IDLE_S,

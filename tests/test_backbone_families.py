@@ -80,6 +80,7 @@ def test_mismatched_file_fails_with_key_counts(tmp_path) -> None:
         Backbone("resnet18", pretrained=str(partial))
 
 
+@pytest.mark.slow
 def test_hub_unreachable_is_one_line_naming_the_ways_out() -> None:
     """`pretrained: timm` goes through timm's hub; without a network the error says what to do.
     (HF_HUB_OFFLINE only skips huggingface_hub's retries: the failure path is the same.)"""

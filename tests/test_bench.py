@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sodkit.cli import main
 from tests.sod_fixtures import write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
+# what bench measures (memory, seconds per step) is what other tests running beside it disturb:
+# make test runs these alone (its assertions hold either way: exact bytes, fields, orders)
+pytestmark = [pytest.mark.serial, pytest.mark.slow]
 TINY = ["data.size=32", "data.batch_size=2", "model.decoder_channels=8"]
 
 

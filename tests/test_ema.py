@@ -38,6 +38,7 @@ def test_update_rule_with_warm_up_and_buffers() -> None:
     assert not any(p.requires_grad for p in ema.module.parameters())
 
 
+@pytest.mark.slow
 def test_resume_round_trips_the_average(data_root, tmp_path) -> None:
     cfg = str(ROOT / "configs" / "demo.yaml")
     common = ["eval.every=0", "data.test=[]", "train.keep_every=1", "train.ema_decay=0.9"]
@@ -72,6 +73,7 @@ def test_ema_decay_is_checked() -> None:
         load_config(ROOT / "configs" / "demo.yaml", ["train.ema_decay=1.5"])
 
 
+@pytest.mark.slow
 def test_training_with_ema_evaluates_the_average_and_test_uses_it(data_root, tmp_path) -> None:
     cfg = str(ROOT / "configs" / "demo.yaml")
     overrides = tiny_overrides(data_root, tmp_path, "ema", epochs=1) + ["train.ema_decay=0.5"]

@@ -27,6 +27,7 @@ from tests.sod_fixtures import free_port, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "demo.yaml")
+pytestmark = pytest.mark.slow  # every test trains (and resumes) a run
 
 
 def overrides(data_root: Path, out: Path, name: str, batch: int = 2) -> list[str]:
@@ -163,7 +164,6 @@ def two_nodes() -> list[list[str]]:
                      "--rdzv_id=sodkit-elastic", "--max-restarts=1") for node in (0, 1)]
 
 
-@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_sigterm_under_torchrun_stops_every_rank_at_one_step(data, tmp_path, calm_elastic):
     """Both workers get SIGTERM (as a scheduler sends it to every task); they agree on the
@@ -187,7 +187,6 @@ def test_sigterm_under_torchrun_stops_every_rank_at_one_step(data, tmp_path, cal
         torch.load(tmp_path / "ddp_cut" / "checkpoints" / "last.pt", weights_only=True))
 
 
-@pytest.mark.slow
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("launch", [one_node, two_nodes])
 def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp_path,

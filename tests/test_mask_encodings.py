@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from PIL import Image
 from sodkit.errors import DataError
 from sodkit.imageio import read_mask
 from sodkit.mask_encoding import take_notes
+from tests import processes
 from tests.sod_fixtures import write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,9 +106,9 @@ def _eval_folders(tmp_path: Path, count: int = 12) -> tuple[Path, Path]:
 @pytest.mark.parametrize("workers", ["1", "2"])  # in the command's process; worker processes
 def test_sodkit_eval_reads_label_maps_and_says_so_once_per_folder(tmp_path, workers):
     gt, pred = _eval_folders(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "sodkit", "eval", "--gt", str(gt), "--pred",
-                           f"m={pred}", "--out", str(tmp_path / "out"), "--workers", workers],
-                          capture_output=True, text=True, timeout=120, env=ENV)
+    proc = processes.run([sys.executable, "-m", "sodkit", "eval", "--gt", str(gt), "--pred",
+                          f"m={pred}", "--out", str(tmp_path / "out"), "--workers", workers],
+                         env=ENV)
     assert proc.returncode == 0, proc.stderr
     scores = json.loads((tmp_path / "out" / "results.json").read_text())["m"]
     assert scores["MAE"] == 0 and scores["maxFm"] == pytest.approx(1.0), scores
@@ -149,10 +149,9 @@ def test_training_and_test_sets_read_encoded_masks_and_say_so(tmp_path, caplog):
 
 def test_check_data_names_encodings_and_refuses_what_has_no_sure_reading(tmp_path):
     root = _encoded_layout(tmp_path, train="labels", test="heat")
-    proc = subprocess.run([sys.executable, "-m", "sodkit", "check-data", DEMO,
-                           f"data_root={root}", "data.train=[{preset: duts-tr}]",
-                           "data.test=[{preset: duts-te}]"], capture_output=True, text=True,
-                          timeout=120, env=ENV)
+    proc = processes.run([sys.executable, "-m", "sodkit", "check-data", DEMO,
+                          f"data_root={root}", "data.train=[{preset: duts-tr}]",
+                          "data.test=[{preset: duts-te}]"], env=ENV)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "DUTS-TR-Mask: 6 of 6 sampled masks are 0/1 label maps: read as 0/255" in proc.stdout
     assert "is a colour mask of several colours" in proc.stdout

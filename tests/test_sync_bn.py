@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -51,6 +52,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.multiprocess
 def test_allreduce_batchnorm_equals_full_batch_batchnorm(tmp_path):
     mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     x, w, bn = _data()

@@ -113,6 +113,7 @@ def test_saved_pngs_give_the_same_numbers_with_pysodmetrics(trained, data_root):
         assert ours[key] == pytest.approx(float(value), abs=1e-6), key
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_saved_step_and_matches(data_root, tmp_path):
     """Resuming from the epoch-1 state ends with the weights of the uninterrupted run."""
     cfg = str(ROOT / "configs" / "demo.yaml")

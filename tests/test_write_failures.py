@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
+from tests import processes
 from tests.sod_fixtures import write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,8 +35,8 @@ def run_limited(limit: int | None, *args: str) -> subprocess.CompletedProcess:
         if limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run([sys.executable, "-m", "sodkit", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300, preexec_fn=small_disk)
+    return processes.run([sys.executable, "-m", "sodkit", *args], cwd=ROOT,
+                         preexec_fn=small_disk)
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
