@@ -14,11 +14,11 @@ demo: $(VENV)/.installed
 # one worker's test uses the core another's leaves idle while it waits), then the tests that
 # measure time or memory (marker serial) alone. docs/testing.md has the figures.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n auto -m "not serial"
+	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not serial"
 	$(BIN)/python -m pytest -q -m serial
 
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n auto -m "not slow and not multiprocess and not serial"
+	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow and not multiprocess and not serial"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sodkit tests benchmarks

@@ -15,6 +15,7 @@ import os
 
 os.environ["OMP_NUM_THREADS"] = "1"  # before torch is imported: its pool is sized once
 
+import collections  # noqa: E402
 import fcntl  # noqa: E402
 import shutil  # noqa: E402
 import threading  # noqa: E402
@@ -90,3 +91,18 @@ def _no_stop_deadline_left_armed():
         pytest.fail("a run stopped by a signal in the test process left its stop deadline "
                     "armed: it would end pytest runtime.stop_grace_s later; pass "
                     "runtime.stop_grace_s=0 to runs signalled in the test process")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules with the most slow or multi-process tests first, each module's tests in their
+    order: ``make test`` hands whole modules to its workers in this order (pytest-xdist
+    ``--dist loadscope``, so that a module's fixtures are built once), and a long module taken
+    last would leave the other worker idle at the end."""
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    heavy = collections.Counter(module(item) for item in items
+                                if item.get_closest_marker("slow")
+                                or item.get_closest_marker("multiprocess"))
+    first_seen = {name: i for i, name in enumerate(dict.fromkeys(map(module, items)))}
+    items.sort(key=lambda item: (-heavy[module(item)], first_seen[module(item)]))
