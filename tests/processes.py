@@ -5,7 +5,7 @@ shared with other work the same run takes five times as long and the test fails 
 and on a quiet one a hang is found late. So a process here has as long as it makes progress:
 it, or a process it started (torchrun's workers, a loader's workers), used CPU time or printed a
 line within the last ``idle_s`` seconds. A process that waits for what never comes (a lost peer,
-a collective, a full pipe) uses next to none and is ended, with its whole process group,
+a collective, a full pipe) uses next to none and is ended, with every process it started,
 after ``idle_s`` of that. A process that only runs slowly is never ended: a busy machine still gives
 each runnable process CPU time every few hundred milliseconds.
 
@@ -55,25 +55,30 @@ def threshold() -> float:
     return 0.25 * min(1.0, share)
 
 
-def tree_ticks(roots: list[int]) -> int:
-    """CPU ticks used so far by the processes ``roots`` and everything they started."""
-    table = _proc_table()
+def tree_pids(roots: list[int], table: dict[int, tuple[int, int]] | None = None) -> list[int]:
+    """The processes ``roots`` and everything they started, still alive (or not yet reaped)."""
+    table = _proc_table() if table is None else table
     children: dict[int, list[int]] = collections.defaultdict(list)
     for pid, (ppid, _) in table.items():
         children[ppid].append(pid)
-    total, stack, seen = 0, list(roots), set()
+    found, stack = [], list(roots)
     while stack:
         pid = stack.pop()
-        if pid in seen or pid not in table:
+        if pid in found or pid not in table:
             continue
-        seen.add(pid)
-        total += table[pid][1]
+        found.append(pid)
         stack.extend(children[pid])
-    return total
+    return found
+
+
+def tree_ticks(roots: list[int]) -> int:
+    """CPU ticks used so far by the processes ``roots`` and everything they started."""
+    table = _proc_table()
+    return sum(table[pid][1] for pid in tree_pids(roots, table))
 
 
 class Watchdog:
-    """Ends ``procs`` (their process groups) and fails the test once they have not progressed
+    """Ends ``procs`` (and all they started) and fails the test once they have not progressed
     for ``idle_s`` seconds: no line printed, and their process trees used less than a quarter
     of the CPU share each runnable process gets now (``cores / load average``, at most one
     core). A waiting job is not at zero (a torchrun job deadlocked in a collective used 2% of a
@@ -106,23 +111,26 @@ class Watchdog:
 
 
 def kill(procs: list[subprocess.Popen]) -> None:
-    """SIGKILL each process's group (a torchrun agent's workers with it), then reap them."""
-    for proc in procs:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if _leads_group(proc):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                else:
-                    proc.kill()
+    """SIGKILL each process and everything it started, then reap them. The tree is frozen
+    first (SIGSTOP, twice to catch a child started meanwhile): torchrun starts each worker in
+    a session of its own, so a process group would not reach them, and a worker whose agent
+    died first is no longer found below it."""
+    roots = [proc.pid for proc in procs if proc.poll() is None]
+    stopped: list[int] = []
+    for _ in range(2):
+        for pid in tree_pids(roots):
+            if pid not in stopped:
+                _signal(pid, signal.SIGSTOP)
+                stopped.append(pid)
+    for pid in stopped:
+        _signal(pid, signal.SIGKILL)
     for proc in procs:
         proc.wait()
 
 
-def _leads_group(proc: subprocess.Popen) -> bool:
-    try:
-        return os.getpgid(proc.pid) == proc.pid
-    except ProcessLookupError:
-        return False
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
 
 
 def until_idle(proc: subprocess.Popen, quiet_s: float = 1.0, idle_s: float = IDLE_S) -> None:
@@ -164,7 +172,8 @@ def wait(*procs: subprocess.Popen, idle_s: float = IDLE_S,
 
 
 def start(cmd: list[str], **kwargs) -> subprocess.Popen:
-    """``subprocess.Popen`` in a process group of its own (so a hang ends all it started)."""
+    """``subprocess.Popen`` in a session of its own: signals meant for the test's terminal
+    (Ctrl-C) reach the test, which ends what it started (:func:`kill`)."""
     return subprocess.Popen(cmd, start_new_session=True, **kwargs)
 
 

@@ -127,8 +127,8 @@ def test_sigterm_in_mid_epoch_saves_that_step_and_resume_is_bitwise_equal(data, 
 
 
 def run_jobs(*cmds: list[str]) -> list[subprocess.CompletedProcess]:
-    """Run launchers side by side (one per node), each in its own process group; a hang ends
-    every group (torchrun's workers included) and fails the test (tests/processes.py)."""
+    """Run launchers side by side (one per node); a hang ends every one of their processes
+    (torchrun's workers included) and fails the test (tests/processes.py)."""
     return processes.run_all(list(cmds), cwd=ROOT, env=env())
 
 
