@@ -73,24 +73,24 @@ def trained(data_root, tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _no_stop_deadline_left_armed():
-    """A run stopped by a signal in this process (``main`` called by a test) leaves its
-    ``runtime.stop_grace_s`` deadline thread armed: ``sodkit/engine/preemption.py`` ends the
-    process that long after the signal, here pytest's, minutes later in another test (exit 143,
-    no summary). A test that signals a run in this process passes ``runtime.stop_grace_s=0``;
-    one that did not is failed here, and its deadline disarmed so that the session goes on."""
+    """A run stopped by a signal in this process (``main`` called by a test) must not leave its
+    ``runtime.stop_grace_s`` deadline armed: it would end the process that long after the
+    signal, here pytest's, minutes later in another test (exit 143, no summary; it happened
+    before ``sodkit/engine/preemption.py`` kept the deadline to the command's own process). A
+    test that leaves one armed is failed here, and the deadline disarmed so the session goes on.
+    """
     yield
     armed = []
     for thread in threading.enumerate():
         deadline = getattr(getattr(thread, "_target", None), "__self__", None)
         if thread.name == "sodkit-stop-deadline" and deadline is not None \
-                and deadline._armed.is_set():
+                and deadline._armed.is_set() and not deadline._stop.is_set():
             deadline._stop.set()
             thread.join()  # within its 0.5 s poll
             armed.append(deadline)
     if armed:
         pytest.fail("a run stopped by a signal in the test process left its stop deadline "
-                    "armed: it would end pytest runtime.stop_grace_s later; pass "
-                    "runtime.stop_grace_s=0 to runs signalled in the test process")
+                    "armed: it would end pytest runtime.stop_grace_s later")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

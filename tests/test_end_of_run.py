@@ -30,9 +30,7 @@ CONFIG = str(ROOT / "configs" / "demo.yaml")
 
 
 def train(data_root: Path, out: Path, *extra: str) -> int:
-    # stop_grace_s=0: a signalled run's stop deadline would end pytest's process (conftest)
-    return main(["train", CONFIG, *tiny_overrides(data_root, out, "r"), "runtime.stop_grace_s=0",
-                 *extra])
+    return main(["train", CONFIG, *tiny_overrides(data_root, out, "r"), *extra])
 
 
 def signal_at(monkeypatch, name: str, call: int) -> None:

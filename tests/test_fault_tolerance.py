@@ -87,9 +87,7 @@ def start_and_signal(cmd: list[str], at_step: int, targets=None) -> tuple[int, s
 def sigterm_at_step(monkeypatch, step: int) -> None:
     """A real SIGTERM to this process during optimizer step ``step``: the run's own handler
     stops it after that step and saves it, as in a process the scheduler signals (which
-    ``test_sigterm_in_mid_epoch_saves_that_step_and_resume_is_bitwise_equal`` does). The run
-    needs ``runtime.stop_grace_s=0`` (IN_PROCESS): the stop deadline ends the process that
-    got the signal, and here that is pytest's."""
+    ``test_sigterm_in_mid_epoch_saves_that_step_and_resume_is_bitwise_equal`` does)."""
     original = Runtime.optimizer_step
     calls = []
 
@@ -100,9 +98,6 @@ def sigterm_at_step(monkeypatch, step: int) -> None:
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Runtime, "optimizer_step", optimizer_step)
-
-
-IN_PROCESS = ["runtime.stop_grace_s=0"]
 
 
 def cut_in_process(monkeypatch, args: list[str], step: int) -> None:
@@ -218,7 +213,7 @@ def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp
 
 def test_a_truncated_last_checkpoint_falls_back_to_the_previous_one(data, tmp_path, straight,
                                                                     caplog, monkeypatch):
-    args = [*overrides(data, tmp_path, "trunc"), "train.checkpoint_every_steps=3", *IN_PROCESS]
+    args = [*overrides(data, tmp_path, "trunc"), "train.checkpoint_every_steps=3"]
     cut_in_process(monkeypatch, args, 7)
     folder = tmp_path / "trunc" / "checkpoints"
     kept = sorted(p.name for p in folder.glob("step_*.pt"))
@@ -263,7 +258,7 @@ def test_a_full_disk_stops_the_run_in_one_line_and_keeps_what_was_saved(data, tm
     size stands in for a full disk) stops with one line naming the file and the reason; the
     checkpoints written before are untouched, and once there is room the run finishes as if
     nothing had happened."""
-    args = [*overrides(data, tmp_path, "full"), "train.checkpoint_every_steps=3", *IN_PROCESS]
+    args = [*overrides(data, tmp_path, "full"), "train.checkpoint_every_steps=3"]
     cut_in_process(monkeypatch, args, 4)
     folder = tmp_path / "full" / "checkpoints"
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
@@ -341,7 +336,7 @@ def test_bad_steps_within_the_limit_are_skipped(data, tmp_path):
 
 def test_resume_in_mid_epoch_with_another_batch_is_refused(data, tmp_path, monkeypatch,
                                                            capsys):
-    args = [*overrides(data, tmp_path, "mid"), "train.checkpoint_every_steps=3", *IN_PROCESS]
+    args = [*overrides(data, tmp_path, "mid"), "train.checkpoint_every_steps=3"]
     cut_in_process(monkeypatch, args, 4)  # a real SIGTERM in mid-epoch: a mid-epoch last.pt
     capsys.readouterr()
     code = main(["train", CONFIG, *args, "data.batch_size=4", "--resume", "auto"])
@@ -352,7 +347,7 @@ def test_resume_in_mid_epoch_with_another_batch_is_refused(data, tmp_path, monke
 def test_tensorboard_has_no_duplicate_steps_after_a_resume(data, tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = [*overrides(data, tmp_path, "tb"), *IN_PROCESS]
+    args = [*overrides(data, tmp_path, "tb")]
     cut_in_process(monkeypatch, args, 5)
     assert main(["train", CONFIG, *args, "--resume", "auto"]) == 0
     acc = EventAccumulator(str(tmp_path / "tb" / "tb"), size_guidance={"scalars": 0})
