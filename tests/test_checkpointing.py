@@ -86,6 +86,7 @@ def _assert_gradients_equal(plain: torch.nn.Module, ckpt: torch.nn.Module,
         assert excess.max().item() <= 0, (where, key, excess.max().item())
 
 
+@pytest.mark.slow  # 18 cases, each 8 networks built and stepped
 @pytest.mark.parametrize("backbone", BACKBONES)
 @pytest.mark.parametrize("name", NETWORKS.names())
 def test_gradients_equal_plain_in_eval_and_train_mode(name: str, backbone: str) -> None:

@@ -30,6 +30,7 @@ def _checkpoint(tmp_path: Path, name: str, ema: bool = False) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NETWORKS.names())
 def test_every_network_exports_with_parity_at_three_sizes(tmp_path, name: str, capsys) -> None:
     checkpoint = _checkpoint(tmp_path, name)

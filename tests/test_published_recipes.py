@@ -68,6 +68,7 @@ def test_recipe_carries_the_published_settings(recipe: Path) -> None:
     assert [round(s * 255, 2) for s in f3.std] == [56.77, 55.97, 57.50]
 
 
+@pytest.mark.slow  # builds each original network at full size
 @pytest.mark.parametrize("recipe,params,gflops", [(MINET, 162.4e6, 173.7), (F3NET, 25.5e6, 32.7)],
                          ids=["minet", "f3net"])
 def test_info_reports_the_original_size(recipe: Path, params: float, gflops: float,

@@ -130,6 +130,7 @@ def test_a_full_disk_keeps_the_previous_report_and_says_so(tmp_path, masks):
     assert page.read_bytes() == before and no_temporary_files(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_full_disk_ends_predict_and_export_in_one_line(tmp_path):
     from tests.test_export import _checkpoint
 
@@ -152,6 +153,7 @@ def test_a_full_disk_ends_predict_and_export_in_one_line(tmp_path):
     assert not onnx.exists() and no_temporary_files(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_full_disk_ends_train_in_one_line_that_says_how_to_resume(tmp_path):
     """The TensorBoard writer thread and the log file meet the limit first: each is one
     warning line (no traceback), then the first output that does not fit stops the run."""

@@ -19,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from sodkit.config import ModelCfg
 from sodkit.network import build_network
 
+pytestmark = pytest.mark.slow  # the originals' ResNet-50 networks, built and run at 320-352 px
 RESNET50 = 23_508_032  # both originals' ResNet-50 without its classifier = timm's features
 
 # MINet_Res50: trans.conv0..4 (AIM), sim2..sim32, upconv2..upconv32, upconv1, classifier
