@@ -163,7 +163,13 @@ def read_weights_only(path: str | Path, what: str = "checkpoint") -> Any:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """A sodkit checkpoint, on the CPU, read without unpickling code."""
+    """A sodkit checkpoint or model file (``.safetensors``), on the CPU, read without unpickling
+    code. A model file's dict has the checkpoint's ``model`` and ``config`` and no training
+    state (``model_file`` is True)."""
+    from .model_file import is_model_file, read_model_file
+
+    if is_model_file(path):
+        return read_model_file(path)
     state = read_weights_only(path)
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"{path} is not a sodkit checkpoint (no 'model' entry); to use a "

@@ -118,7 +118,11 @@ class CheckpointManager:
         if resume is None:
             return None
         if resume != "auto":
-            return Path(resume), load_checkpoint(resume)
+            state = load_checkpoint(resume)
+            if state.get("model_file"):
+                raise UserError(f"--resume {resume}: a model file holds weights, not a run's "
+                                f"training state; start a run from it with model.init_from")
+            return Path(resume), state
         candidates = [p for p in (self.last, *self.step_files()) if p.is_file()]
         for path in candidates:
             try:

@@ -1,0 +1,131 @@
+"""Model files: a trained network in one ``.safetensors`` file, for using it rather than resuming.
+
+A training checkpoint is a pickle with the optimizer, scheduler and RNG state of a run; a model
+file holds only what inference and fine-tuning read: the weights (the EMA average when the run
+kept one) and, in the safetensors metadata, the resolved config and where the weights came from.
+Reading one never unpickles anything: safetensors is a JSON header and raw tensor bytes.
+
+:func:`read_model_file` returns the same shape of dict as
+:func:`sodkit.torchfile.load_checkpoint` (``model`` and ``config``, plus ``provenance``), so every
+command that takes a checkpoint takes a model file through that one function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .limits import check_file_size
+
+FORMAT = "sodkit-model/1"
+SUFFIX = ".safetensors"
+_META_FORMAT, _META_CONFIG, _META_PROVENANCE = "format", "sodkit.config", "sodkit.provenance"
+_MAGIC_MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
+
+
+def is_model_file(path: str | Path) -> bool:
+    """A ``.safetensors`` file (by name: a model file passed as a checkpoint is told apart
+    before anything is read)."""
+    return Path(path).suffix.lower() == SUFFIX
+
+
+def file_sha256(path: str | Path) -> str:
+    """The file's sha256, read in 1 MiB blocks (memory bounded for any size)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _plain_tensors(weights: dict[str, Any]) -> dict[str, Any]:
+    """Contiguous CPU tensors that share no storage (safetensors refuses shared or strided
+    tensors, which a state dict may hold: tied weights, transposed views)."""
+    import torch
+
+    out: dict[str, Any] = {}
+    seen: set[int] = set()
+    for key, value in weights.items():
+        if not isinstance(value, torch.Tensor):
+            raise UserError(f"model file: weight {key!r} is a {type(value).__name__}, not a tensor")
+        tensor = value.detach().to("cpu").contiguous()
+        if tensor.numel() and tensor.untyped_storage().data_ptr() in seen:
+            tensor = tensor.clone()
+        if tensor.numel():
+            seen.add(tensor.untyped_storage().data_ptr())
+        out[key] = tensor
+    return out
+
+
+def write_model_file(path: str | Path, weights: dict[str, Any], config: dict[str, Any],
+                     provenance: dict[str, Any]) -> Path:
+    """Write ``weights`` with ``config`` (a resolved config as a plain dict) and ``provenance``
+    (source, sha256, format, weights, sodkit_version, ...) to ``path``, whole or not at all."""
+    from safetensors.torch import save
+
+    from . import __version__
+    from .atomic import write_atomic
+
+    metadata = {_META_FORMAT: FORMAT, _META_CONFIG: json.dumps(config, sort_keys=True),
+                _META_PROVENANCE: json.dumps({"sodkit_version": __version__, **provenance},
+                                             sort_keys=True)}
+    return write_atomic(path, save(_plain_tensors(weights), metadata=metadata))
+
+
+def _header(path: Path) -> dict[str, Any]:
+    """The safetensors JSON header, its declared length checked against the file's size before
+    it is read (a hostile file may declare any length)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            raise UserError(f"{path} is not a safetensors file (shorter than its header)")
+        length = int.from_bytes(head, "little")
+        if length > min(size - 8, _MAGIC_MAX_HEADER):
+            raise UserError(f"{path} is not a safetensors file (its header declares {length} "
+                            f"bytes; the file has {size})")
+        try:
+            header = json.loads(fh.read(length))
+        except ValueError:
+            raise UserError(f"{path} is not a safetensors file (its header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise UserError(f"{path} is not a safetensors file (its header is not a JSON object)")
+    return header
+
+
+def read_safetensors(path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(tensors, metadata)`` of any ``.safetensors`` file, on the CPU, its size bounded."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"model file not found: {path}")
+    check_file_size(path, "model file")
+    metadata = _header(path).get("__metadata__") or {}
+    try:
+        tensors = load_file(path, device="cpu")
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path}: {str(exc).splitlines()[0]} (is it a complete "
+                        f".safetensors file?)") from None
+    return tensors, {str(k): str(v) for k, v in metadata.items()}
+
+
+def read_model_file(path: str | Path) -> dict[str, Any]:
+    """A model file as a checkpoint-shaped dict: ``model`` (weights), ``config`` (a plain dict,
+    to be checked with :func:`sodkit.config.loader.stored_config`), ``provenance``."""
+    tensors, metadata = read_safetensors(path)
+    if metadata.get(_META_FORMAT) != FORMAT or _META_CONFIG not in metadata:
+        raise UserError(f"{path} is a .safetensors file but not a sodkit model file (no "
+                        f"{FORMAT!r} metadata); a weights file in sodkit's names can start a "
+                        f"run with model.init_from")
+    try:
+        config = json.loads(metadata[_META_CONFIG])
+        provenance = json.loads(metadata.get(_META_PROVENANCE, "{}"))
+    except ValueError:
+        raise UserError(f"{path}: its config metadata is not JSON (the file is damaged)") from None
+    return {"model": tensors, "config": config, "provenance": provenance,
+            "model_file": True}
