@@ -17,6 +17,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from tests import processes
+
 MIB = 1 << 20
 _ZERO_BLOCK_BYTES = MIB
 
@@ -145,7 +147,6 @@ def run_capped(argv: list[str], cwd: Path, preload: tuple[str, ...] = (),
     environment = {**os.environ, "MALLOC_ARENA_MAX": "2", **(env or {})}
     root = str(Path(__file__).resolve().parents[1])
     environment["PYTHONPATH"] = root + os.pathsep + environment.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", _RUNNER,
-                           json.dumps([["sodkit.cli", *preload], argv, headroom])],
-                          capture_output=True, text=True, cwd=cwd, timeout=300,
-                          env=environment)
+    return processes.run([sys.executable, "-c", _RUNNER,
+                          json.dumps([["sodkit.cli", *preload], argv, headroom])],
+                         cwd=cwd, env=environment)

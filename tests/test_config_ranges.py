@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from sodkit.config import Config, ConfigError, load_config
 from sodkit.config.ranges import RANGE, Range, numeric_keys
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "configs" / "demo.yaml")
@@ -191,9 +191,8 @@ def test_bad_values_end_the_command_in_one_line_before_any_work(tmp_path: Path) 
     before = _tree(tmp_path)
     for override, key in (("optim.lr=nan", "optim.lr"), ("data.size=1", "data.size"),
                           ("optim.betas=[2, 0.999]", "optim.betas.0")):
-        proc = subprocess.run([sys.executable, "-m", "sodkit", "train", DEMO, override,
-                               f"output_root={tmp_path / 'runs'}"], capture_output=True,
-                              text=True, cwd=tmp_path, timeout=120, env=ENV)
+        proc = processes.run([sys.executable, "-m", "sodkit", "train", DEMO, override,
+                              f"output_root={tmp_path / 'runs'}"], cwd=tmp_path, env=ENV)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].startswith(f"sodkit train: error: {key}: must be"), lines[0]

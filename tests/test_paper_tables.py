@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from sodkit.report.latex import latex_table
 from sodkit.report.ranking import column_ranks, lower_is_better, ranks
+from tests import processes
 
 METRICS = ["Smeasure", "wFmeasure", "MAE", "meanEm", "maxFm"]
 DATASETS = ["DUTS-TE", "EC_SSD & co"]  # special characters must be escaped
@@ -74,8 +74,8 @@ def test_latex_table_structure_and_pdflatex(tmp_path: Path, style, marks, packag
     (tmp_path / "paper.tex").write_text(
         f"\\documentclass{{article}}\\usepackage{{{packages}}}\\begin{{document}}"
         "\\input{table.tex}\\end{document}\n")
-    done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = processes.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+                         cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:]
     assert (tmp_path / "paper.pdf").stat().st_size > 1000
 

@@ -20,6 +20,7 @@ import pytest
 from sodkit.cli import main
 from sodkit.report.figures import thumbnail_uri
 from sodkit.report.tables import PER_IMAGE_COLUMNS
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = {"MAE": 0.1, "Smeasure": 0.8, "wFmeasure": 0.7, "maxFm": 0.9, "adpFm": 0.85,
@@ -28,8 +29,7 @@ SCORES = {"MAE": 0.1, "Smeasure": 0.8, "wFmeasure": 0.7, "maxFm": 0.9, "adpFm": 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     """``python -m sodkit ...`` of this checkout (every path given is absolute)."""
-    return subprocess.run([sys.executable, "-m", "sodkit", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+    return processes.run([sys.executable, "-m", "sodkit", *args], cwd=ROOT)
 
 
 def picture(path: Path, value: int) -> Path:

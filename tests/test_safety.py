@@ -23,6 +23,7 @@ from sodkit.cli import main
 from sodkit.errors import UserError
 from sodkit.paths import MARKER, check_name, inside, name_problem
 from sodkit.torchfile import load_checkpoint, numpy_state, plain_numpy_state
+from tests import processes
 from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,8 +34,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     # this checkout's sodkit, whatever the cwd (an installed sodkit would be found otherwise)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run([sys.executable, "-m", "sodkit", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300, env=env)
+    return processes.run([sys.executable, "-m", "sodkit", *args], cwd=cwd, env=env)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
