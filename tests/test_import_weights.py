@@ -143,6 +143,30 @@ def test_f3net_release_imports_and_predicts(tmp_path):
         assert mask.shape == (h, w) and mask.std() > 0  # a prediction, not a constant
 
 
+@pytest.mark.slow  # builds F3Net-R50 twice (predict, test)
+def test_sodkit_test_evaluates_an_import_with_its_authors_pipeline(data_root, tmp_path, caplog):
+    """The published recipe (its data.preprocess unset) + the model file: ``sodkit test``
+    follows the file's f3net pipeline, and its masks are ``sodkit predict``'s."""
+    source = save_legacy(synthetic("f3net-r50", half=True, seed=1), tmp_path / "model-32")
+    model = tmp_path / "f3net.safetensors"
+    assert import_cli("f3net-r50", source, model) == 0
+    images = data_root / "DUTS-TE" / "DUTS-TE-Image"
+    assert main(["predict", str(images), "--checkpoint", str(model), "--out",
+                 str(tmp_path / "masks"), "--device", "cpu", "--workers", "0"]) == 0
+    recipe = Path(__file__).resolve().parents[1] / "configs" / "duts_f3net_r50.yaml"
+    with caplog.at_level("INFO"):
+        assert main(["test", str(recipe), "--checkpoint", str(model), f"data_root={data_root}",
+                     f"output_root={tmp_path}", "data.test=[{preset: duts-te}]",
+                     "data.num_workers=0", "runtime.device=cpu", "runtime.precision=fp32",
+                     "--out", str(tmp_path / "eval")]) == 0
+    assert "inference pipeline: f3net" in caplog.text
+    tested = sorted((tmp_path / "eval" / "predictions" / "DUTS-TE").glob("*.png"))
+    assert tested
+    for path in tested:
+        assert np.array_equal(cv2.imread(str(path), cv2.IMREAD_UNCHANGED),
+                              cv2.imread(str(tmp_path / "masks" / path.name), cv2.IMREAD_UNCHANGED))
+
+
 @pytest.mark.slow  # 162M parameters: a 650 MB file read, written and loaded
 def test_minet_release_imports_and_loads(tmp_path):
     source = save_legacy(synthetic("minet-r50"), tmp_path / "MINet_Res50.pth")
