@@ -196,7 +196,7 @@ def test_wrong_names_are_refused_with_counts_and_names(tmp_path, capsys):
     change = {"linearr5.weight": "linear_r5.weight", "squeeze2.0.bias": "squeeze2.0.b"}
     source = save_legacy(hollow("f3net-r50", change), tmp_path / "model-32")
     _refused(capsys, "f3net-r50", source, tmp_path / "o.safetensors",
-             "is not F3Net (weijun88/F3Net)'s model-32", "2 tensors it does not have",
+             "is not F3Net (weijun88/F3Net)'s model-32", "2 tensors that release does not have",
              "linear_r5.weight", "2 of its tensors missing", "side_heads.3.weight")
 
 
@@ -211,7 +211,7 @@ def test_wrong_shapes_and_missing_tensors_are_refused(tmp_path, capsys):
 def test_the_other_release_is_refused(tmp_path, capsys):
     source = save_legacy(hollow("minet-r50"), tmp_path / "MINet_Res50.pth")
     _refused(capsys, "f3net-r50", source, tmp_path / "o.safetensors", "871 tensors",
-             "871 tensors it does not have (div_2.0.weight")
+             "871 tensors that release does not have (div_2.0.weight")
 
 
 class _WritesAFile:

@@ -103,7 +103,8 @@ def match_release(weights: dict[str, torch.Tensor], expected: dict[str, torch.Te
     missing = [k for k in expected if k not in renamed and k not in optional and k not in fresh]
     problems = []
     if unexpected:
-        problems.append(f"{len(unexpected)} tensors it does not have ({_first(unexpected)})")
+        problems.append(f"{len(unexpected)} tensors that release does not have "
+                        f"({_first(unexpected)})")
     if missing:
         problems.append(f"{len(missing)} of its tensors missing (sodkit names: "
                         f"{_first(missing)})")
