@@ -7,15 +7,15 @@ compare the outputs: the check that they are the published networks, not look-al
 ``src/`` folder of github.com/weijun88/F3Net (neither is a dependency of sodkit). Both originals
 are built without pretrained weights (their downloads and file loads are switched off here),
 their BatchNorm statistics and affine parameters are randomised so that eval mode tests them,
-every tensor of their state dict is renamed to sodkit's name and loaded (strict: nothing may be
-left over on either side but MINet's optional side heads), and one batch goes through both.
+every tensor of their state dict is renamed to sodkit's name (by ``sodkit.published``: the
+renames ``sodkit import-weights`` uses) and loaded (strict: nothing may be left over on either
+side but MINet's optional side heads), and one batch goes through both.
 Prints parameter counts and the largest output difference; exits 1 when any exceeds ``--atol``.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import types
 from pathlib import Path
@@ -26,67 +26,8 @@ from torch import nn
 
 from sodkit.config.schema import ModelCfg
 from sodkit.network import build_network
-
-LEVEL = {32: 4, 16: 3, 8: 2, 4: 1, 2: 0}  # MINet's names by stride -> sodkit's level index
-SIM_NAMES = {"h2h_0": "h_in", "h2l_0": "l_in", "h2h_1": "h_h", "h2l_1": "h_l", "l2h_1": "l_h",
-             "l2l_1": "l_l", "h2h_2": "h_out", "l2h_2": "l_out", "bnh_0": "norms.0",
-             "bnl_0": "norms.1", "bnh_1": "norms.2", "bnl_1": "norms.3", "bnh_2": "norms.4"}
-
-
-def _minet_aim_key(level: int, name: str, leaf: str) -> str:
-    """``trans.conv{level}.{name}``: conv_2nV1 (levels 0, 4) or conv_3nV1 (1-3) -> AIMLevel."""
-    letters = "hml" if 1 <= level <= 3 else "hl"
-    prefix = f"aim.{level}"
-    if name == "identity":
-        return f"{prefix}.identity.{leaf}"
-    match = re.fullmatch(r"(bn)?([hml])(?:2([hml]))?_(\d)", name)
-    bn, source, target, stage = match.group(1), match.group(2), match.group(3), int(match.group(4))
-    if bn:
-        branch = letters.index(source)
-        return {0: f"{prefix}.enter.{branch}.1", 1: f"{prefix}.exchange1.norms.{branch}",
-                2: f"{prefix}.exchange2.norms.{branch}", 3: f"{prefix}.out.1"}[stage] + f".{leaf}"
-    if stage == 0:
-        return f"{prefix}.enter.{letters.index(source)}.0.{leaf}"
-    if stage == 3:
-        return f"{prefix}.out.0.{leaf}"
-    s, t = letters.index(source), letters.index(target)
-    return f"{prefix}.exchange{stage}.convs.{s}to{t}.{leaf}"
-
-
-def minet_key(key: str) -> str:
-    """A ``MINet_Res50`` state-dict key -> sodkit's ``minet`` key."""
-    key = re.sub(r"^div_2\.0\.", "backbone.body.conv1.", key)
-    key = re.sub(r"^div_2\.1\.", "backbone.body.bn1.", key)
-    key = re.sub(r"^div_4\.1\.", "backbone.body.layer1.", key)
-    for source, target in (("div_8", "layer2"), ("div_16", "layer3"), ("div_32", "layer4")):
-        key = re.sub(rf"^{source}\.", f"backbone.body.{target}.", key)
-    if match := re.fullmatch(r"trans\.conv(\d)\.(\w+?)\.(\w+)", key):
-        return _minet_aim_key(int(match.group(1)), match.group(2), match.group(3))
-    if match := re.fullmatch(r"sim(\d+)\.(\w+)\.(\w+)", key):
-        return f"sims.{LEVEL[int(match.group(1))]}.{SIM_NAMES[match.group(2)]}.{match.group(3)}"
-    if match := re.fullmatch(r"upconv(\d+)\.basicconv\.(\d)\.(\w+)", key):
-        stride, part, leaf = int(match.group(1)), match.group(2), match.group(3)
-        owner = "final" if stride == 1 else f"upconvs.{LEVEL[stride]}"
-        return f"{owner}.{part}.{leaf}"
-    return key
-
-
-def f3net_key(key: str) -> str:
-    """An ``F3Net`` state-dict key -> sodkit's ``f3net`` key."""
-    key = re.sub(r"^bkbone\.", "backbone.body.", key)
-    if match := re.fullmatch(r"squeeze(\d)\.(\d)\.(\w+)", key):
-        return f"squeeze.{int(match.group(1)) - 2}.{match.group(2)}.{match.group(3)}"
-    if match := re.fullmatch(r"decoder(\d)\.cfm(\d\d)\.(conv|bn)(\d)([hv])\.(\w+)", key):
-        cfm = {"45": 2, "34": 1, "23": 0}[match.group(2)]
-        branch = "fine" if match.group(5) == "h" else "coarse"
-        part = "0" if match.group(3) == "conv" else "1"
-        return (f"decoder{match.group(1)}.{cfm}.{branch}.{int(match.group(4)) - 1}.{part}."
-                f"{match.group(6)}")
-    key = re.sub(r"^linearp1\.", "head1.", key)
-    key = re.sub(r"^linearp2\.", "head.", key)
-    if match := re.fullmatch(r"linearr(\d)\.(\w+)", key):
-        return f"side_heads.{int(match.group(1)) - 2}.{match.group(2)}"
-    return key
+from sodkit.published.f3net import f3net_key
+from sodkit.published.minet import minet_key
 
 
 def _original_minet(code: Path) -> nn.Module:

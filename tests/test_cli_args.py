@@ -51,7 +51,7 @@ def test_check_data_report_and_convert_take_positionals_around_options():
 
 def test_every_command_is_covered():
     assert set(COMMANDS) == {"train", "test", "predict", "eval", "report", "check-data",
-                             "bench", "info", "convert-checkpoint", "export"}
+                             "bench", "info", "convert-checkpoint", "export", "import-weights"}
 
 
 def test_bench_and_info_overrides_after_options():

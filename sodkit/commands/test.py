@@ -14,6 +14,7 @@ import argparse
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._common import (
     add_config_arguments,
@@ -23,6 +24,9 @@ from ._common import (
     run_dir_of,
     user_path,
 )
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 HELP = "evaluate a checkpoint on the recipe's test sets and save predictions and results"
 
@@ -65,6 +69,16 @@ def _dataset_folders(loaders: dict) -> list[Path]:
                    for folder in (pair.image.parent, pair.mask.parent)})
 
 
+def follow_preprocess(cfg: Config, state: dict) -> Config:
+    """``data.preprocess`` unset: the checkpoint's own inference pipeline (an imported model
+    file records its authors'), so that the recipe evaluates it as the authors did."""
+    stored = ((state.get("config") or {}).get("data") or {}).get("preprocess")
+    if cfg.data.preprocess is not None or not stored:
+        return cfg
+    logger.info("inference pipeline: %s (data.preprocess of the checkpoint)", stored)
+    return replace(cfg, data=replace(cfg.data, preprocess=stored))
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
     out = output_folder(args, run_dir_of(cfg))
@@ -86,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint)
+        cfg = follow_preprocess(cfg, state)
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         check_not_input(out, _dataset_folders(loaders))
         pred_root = out / "predictions" if cfg.eval.save_predictions else None

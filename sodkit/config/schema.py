@@ -68,6 +68,11 @@ class DataCfg:
     std: list[float] = ranged(factory=lambda: list(IMAGENET_STD), above=0, high=1,
                               length=3, hint="R, G, B of images scaled to [0, 1]; ImageNet: "
                                              "0.229, 0.224, 0.225")
+    # inference pipeline of test, predict and the API (sodkit/data/preprocess.py): sodkit
+    # (antialiased resize, data.mean/std, probabilities resized bilinearly to the image), or
+    # minet / f3net (the authors' own, for their released weights: import-weights records it);
+    # null: the checkpoint's own, else sodkit
+    preprocess: str | None = None
 
 
 @dataclass

@@ -122,6 +122,8 @@ def _draw(bound: int) -> int:
 class TestTransform:
     """Resize to a square side and normalise: uint8 RGB (H, W, 3) -> float32 (3, S, S)."""
 
+    preprocess = "sodkit"  # its inference pipeline (sodkit/data/preprocess.py)
+
     def __init__(self, cfg: DataCfg, size: int) -> None:
         self.size = size
         self.finish = _finish(cfg)
@@ -136,6 +138,17 @@ def build_train_transform(cfg: DataCfg) -> TrainTransform:
     return TrainTransform(cfg)
 
 
-def build_test_transform(cfg: DataCfg, size: int | None = None) -> TestTransform:
-    """The inference transform at ``size`` (default ``cfg.size``); ``predict`` uses it too."""
+def build_test_transform(cfg: DataCfg, size: int | None = None
+                         ) -> Callable[[np.ndarray], torch.Tensor]:
+    """The inference transform at ``size`` (default ``cfg.size``); ``predict`` uses it too.
+
+    ``data.preprocess`` picks the pipeline (:mod:`sodkit.data.preprocess`): unset, sodkit's
+    :class:`TestTransform`; an author's name, that author's own inference preprocessing. The
+    transform's ``preprocess`` attribute tells the engine which output side goes with it.
+    """
+    from .preprocess import AUTHORS, preprocess_name
+
+    name = preprocess_name(cfg)
+    if name in AUTHORS:
+        return AUTHORS[name](cfg, size or cfg.size)
     return TestTransform(cfg, size or cfg.size)

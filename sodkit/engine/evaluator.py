@@ -173,6 +173,9 @@ def _run_dataset(
     name: str,
     stop: Callable[[], bool] | None = None,
 ) -> tuple[SODMetrics, list[list[np.ndarray]]]:
+    from .postprocess import postprocess_of, predict_scores  # it imports this module
+
+    post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
     metrics = SODMetrics()
     samples: list[list[np.ndarray]] = []
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
@@ -181,8 +184,8 @@ def _run_dataset(
     batches = iter(loader)
     for _ in range(writer.rounds):  # every rank the same rounds, shorter shards idle at the end
         batch = next(batches, None)
-        probs = None if batch is None else predict_probabilities(
-            net, batch["image"].to(runtime.device, non_blocking=True), runtime,
+        probs = None if batch is None else predict_scores(
+            net, batch["image"].to(runtime.device, non_blocking=True), runtime, post,
             cfg.eval.precision, cfg.eval.tta)
         agree_on_round(runtime, probs, batch["name"] if batch else [], cfg.eval.precision,
                        stop=stop is not None and stop())
@@ -191,7 +194,7 @@ def _run_dataset(
             continue
         files = []
         for i, gt in enumerate(batch["gt"]):
-            pred = to_uint8_at(probs[i : i + 1], gt.shape)
+            pred = post.to_mask(probs[i : i + 1], gt.shape)
             if pred_root is not None:
                 files.append((inside(pred_root, name, f"{batch['name'][i]}.png"),
                               encode_mask(pred)))
@@ -199,7 +202,8 @@ def _run_dataset(
             if len(samples) < want_samples:
                 tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)
                 size = tile.shape[:2]
-                samples.append([tile, to_rgb(gt, size), to_rgb(probs[i], size)])
+                samples.append([tile, to_rgb(gt, size),
+                                to_rgb(post.probabilities(probs[i]), size)])
         writer.send(files)
     return metrics, samples
 

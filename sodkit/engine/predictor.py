@@ -16,7 +16,8 @@ from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
 from ..outputs import OutputFolder
 from ..paths import inside
-from .evaluator import MaskWriter, agree_on_round, predict_probabilities, to_uint8_at
+from .evaluator import MaskWriter, agree_on_round
+from .postprocess import postprocess_of, predict_scores
 from .runtime import Runtime, eval_mode
 
 logger = logging.getLogger(__name__)
@@ -86,13 +87,14 @@ def predict_files(
     loader = DataLoader(_ImageFiles(mine, transform), batch_size=batch_size,
                         num_workers=num_workers, collate_fn=_collate)
     writer = MaskWriter(runtime, len(paths), batch_size, outputs)
+    post = postprocess_of(transform)  # the output side of the transform's pipeline
     written = []
     batches = iter(loader)
     with eval_mode(model):
         for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
             batch = next(batches, None)
-            probs = None if batch is None else predict_probabilities(
-                model, batch["image"].to(runtime.device), runtime, tta=tta)
+            probs = None if batch is None else predict_scores(
+                model, batch["image"].to(runtime.device), runtime, post, tta=tta)
             agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
                            else [])
             if batch is None:
@@ -101,7 +103,7 @@ def predict_files(
             files = []
             for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
                 target = inside(out_dir, f"{mine[index].stem}.png")
-                files.append((target, encode_mask(to_uint8_at(probs[i : i + 1], tuple(size)))))
+                files.append((target, encode_mask(post.to_mask(probs[i : i + 1], tuple(size)))))
                 written.append(target)
             writer.send(files)
     logger.info("wrote %d masks to %s", len(paths), out_dir)

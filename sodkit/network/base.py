@@ -4,7 +4,9 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
 
 - ``forward(image (B, 3, H, W)) -> {"logits": (B, 1, H, W), "aux": [(B, 1, h_i, w_i), ...]}``:
   raw logits (no sigmoid), the main one at the input resolution, side outputs for deep
-  supervision at their own resolutions (possibly an empty list);
+  supervision at their own resolutions (possibly an empty list); optionally
+  ``"coarse_logits"``: the main logits before a final upsampling to the input size (F3Net's
+  stride-4 head), which the ``f3net`` inference pipeline resizes straight to the image's size;
 - a ``.backbone`` attribute (a :class:`~sodkit.backbone.Backbone`) so the optimizer can give it
   its own learning rate;
 - gradient checkpointing: ``build_network`` switches the backbone's with

@@ -83,12 +83,15 @@ class F3Net(SODNetwork):
         maps = [self._run(self.squeeze[i], f) for i, f in enumerate(feats)]
         refined1, p1 = self._decode(self.decoder1, maps, None)
         refined2, p2 = self._decode(self.decoder2, refined1, p1, self.aux_outputs)
-        logits = resize_to(self.head(p2), image.shape[-2:])
+        coarse = self.head(p2)
+        logits = resize_to(coarse, image.shape[-2:])
         aux: list[Tensor] = []
         if self.aux_outputs:
             aux = [self.side_heads[i](refined2[i]) for i in reversed(range(len(refined2)))]
             aux.append(self.head1(p1))
-        return {"logits": logits, "aux": aux}
+        # coarse_logits: the main output before its upsampling, which the f3net inference
+        # pipeline resizes straight to the image's size as the original does
+        return {"logits": logits, "aux": aux, "coarse_logits": coarse}
 
 
 def _init_like_f3net(module: nn.Module) -> None:

@@ -1,0 +1,97 @@
+"""The output side of an inference pipeline (``data.preprocess``): network output -> uint8 mask
+at the image's own size, the way the pipeline's authors made their masks.
+
+:mod:`sodkit.data.preprocess` holds the input side; the transform's ``preprocess`` name picks
+the postprocess here (:func:`postprocess_of`), so the evaluator, ``sodkit predict`` and the
+Python API follow a model's pipeline through the transform alone.
+
+- ``sodkit``: sigmoid probabilities at the input size, resized bilinearly to the image and
+  rounded (:func:`~sodkit.engine.evaluator.to_uint8_at`), exactly as always.
+- ``minet`` (MINet ``tools/inference.py``): sigmoid; ``to_pil_image``'s ``x 255`` truncated to
+  uint8 at the input size; PIL nearest-neighbour resize to the image size.
+- ``f3net`` (F3Net ``src/test.py``): the network's main logits before its own final upsampling
+  (``coarse_logits``, stride 4), resized bilinearly (``align_corners=False``) straight to the
+  image size, sigmoid, ``x 255``, rounded half to even (``np.round``).
+
+Test-time augmentation averages the passes' probabilities in every pipeline (for ``f3net``,
+each pass's logits are resized before their sigmoid).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .evaluator import TTA, predict_probabilities, to_uint8_at
+from .runtime import Runtime
+
+
+class Postprocess:
+    """sodkit's own: probabilities at the input size, bilinear to the image size, rounded."""
+
+    coarse = False  # scores are the main logits before the network's final upsampling
+
+    def to_mask(self, scores: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
+        """One image's scores (1, C, h, w) -> its uint8 mask (H, W)."""
+        return to_uint8_at(scores, size)
+
+    def probabilities(self, scores: torch.Tensor) -> torch.Tensor:
+        """One image's scores (C, h, w) -> probabilities (1, h, w), for looking at."""
+        return scores
+
+
+class MINetPostprocess(Postprocess):
+    def to_mask(self, scores: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
+        from PIL import Image
+
+        at_input = scores[0, 0].mul(255.0).to(torch.uint8).cpu().numpy()  # .byte(): truncation
+        return np.asarray(Image.fromarray(at_input).resize((size[1], size[0]), Image.NEAREST))
+
+
+class F3NetPostprocess(Postprocess):
+    coarse = True
+
+    def to_mask(self, scores: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
+        logits = F.interpolate(scores.float(), size=tuple(size), mode="bilinear",
+                               align_corners=False)
+        probs = torch.sigmoid(logits).mean(dim=1)[0]
+        return probs.mul(255.0).round_().clamp_(0, 255).to(torch.uint8).cpu().numpy()
+
+    def probabilities(self, scores: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(scores.float()).mean(dim=0, keepdim=True)
+
+
+POSTPROCESS: dict[str, Postprocess] = {
+    "sodkit": Postprocess(), "minet": MINetPostprocess(), "f3net": F3NetPostprocess()}
+
+
+def postprocess_of(transform: object) -> Postprocess:
+    """The output side that goes with an inference transform (sodkit's for any other)."""
+    return POSTPROCESS.get(getattr(transform, "preprocess", "sodkit"), POSTPROCESS["sodkit"])
+
+
+def predict_scores(model: nn.Module, images: torch.Tensor, runtime: Runtime, post: Postprocess,
+                   precision: str = "fp32", tta: Sequence[str] = ()) -> torch.Tensor:
+    """What ``post.to_mask`` takes, for a normalised batch: sodkit's and MINet's are the
+    probabilities (:func:`~sodkit.engine.evaluator.predict_probabilities`); F3Net's the coarse
+    logits of each pass (B, passes, h, w), mirrored passes mirrored back."""
+    if not post.coarse:
+        return predict_probabilities(model, images, runtime, precision, tta)
+    unknown = set(tta) - set(TTA)
+    if unknown:
+        raise ValueError(f"eval.tta: unknown {sorted(unknown)} (known: {list(TTA)})")
+    passes = [_coarse_logits(model, images, runtime, precision)]
+    if "hflip" in tta:
+        passes.append(_coarse_logits(model, images.flip(-1), runtime, precision).flip(-1))
+    return torch.cat(passes, dim=1)
+
+
+def _coarse_logits(model: nn.Module, images: torch.Tensor, runtime: Runtime,
+                   precision: str) -> torch.Tensor:
+    with runtime.autocast(precision):
+        out = model(images)
+    return out.get("coarse_logits", out["logits"]).float()
