@@ -30,6 +30,8 @@ from ..visualize import denormalize, make_grid, to_rgb
 from .checkpoint import CheckpointManager
 from .ema import EMA
 from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_report
+from .init_from import describe as describe_init
+from .init_from import init_model
 from .logging import Progress, TensorBoard, Throughput, format_seconds
 from .preemption import Preempted, SaveClock, StopRequest
 from .resume import check_resume, load_model_state
@@ -42,12 +44,15 @@ logger = logging.getLogger(__name__)
 class Trainer:
     """Holds the training state that a checkpoint saves and ``--resume`` restores."""
 
-    def __init__(self, cfg: Config, runtime: Runtime, run_dir: Path) -> None:
+    def __init__(self, cfg: Config, runtime: Runtime, run_dir: Path,
+                 resuming: bool = False) -> None:
         self.cfg, self.runtime, self.run_dir = cfg, runtime, run_dir
         self.train_loader = build_train_loader(cfg, runtime.rank, runtime.world_size)
         self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         # Side outputs nobody trains are not computed (DDP needs a gradient for every parameter).
         net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
+        # model.init_from, on every rank before DDP and EMA copy the weights (a resume's own)
+        self.init = None if resuming else init_model(net, cfg)
         self.model = runtime.wrap(net)
         self.criterion = build_criterion(cfg.loss, net).to(runtime.device)
         micro_batches = len(self.train_loader) // cfg.train.accumulate
@@ -104,6 +109,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.runtime.scaler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
+            "init": self.init,
             "epoch": self.epoch,
             "evaluated": self.evaluated,
             "step": self.step,
@@ -127,6 +133,7 @@ class Trainer:
         elif self.ema is not None:  # a checkpoint without EMA: the average starts from it
             self.ema.reset(self.runtime.unwrap(self.model))
         self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
+        self.init = state.get("init")
         # sodkit before 0.3 saved an epoch after its evaluation: evaluated when saved
         self.evaluated = int(state.get("evaluated", self.epoch))
         self.bad_steps = int(state.get("bad_steps", 0))
@@ -403,3 +410,5 @@ class Trainer:
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
                         for i, g in enumerate(self.optimizer.param_groups))
         logger.info("effective base LR per group (%s scaling): %s", self.cfg.optim.lr_scaling, lrs)
+        if self.init:
+            logger.info("model.init_from: %s", describe_init(self.init))
