@@ -27,6 +27,7 @@ from ..network import build_network
 from ..optim import build_optimizer, build_scheduler
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
+from .at_start import record_start
 from .checkpoint import CheckpointManager
 from .ema import EMA
 from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_report
@@ -79,6 +80,7 @@ class Trainer:
         self.stop: StopRequest | None = None  # fit()'s signal handlers
         self.clock = SaveClock(cfg.train.checkpoint_every_steps, cfg.train.checkpoint_minutes)
         self.bad_steps = 0  # steps whose gradients were not finite (not applied)
+        self.start_results: dict[str, Any] | None = None  # eval.at_start's numbers (epoch 0)
         # EMA of the weights (engine/ema.py): evaluated and saved as "ema" when train.ema_decay
         self.ema = EMA(net, cfg.train.ema_decay) if cfg.train.ema_decay else None
         self.train_step = TrainStep(self.model, self.criterion, self.optimizer, runtime,
@@ -110,6 +112,7 @@ class Trainer:
             "scaler": self.runtime.scaler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "init": self.init,
+            "start_results": self.start_results,
             "epoch": self.epoch,
             "evaluated": self.evaluated,
             "step": self.step,
@@ -133,7 +136,7 @@ class Trainer:
         elif self.ema is not None:  # a checkpoint without EMA: the average starts from it
             self.ema.reset(self.runtime.unwrap(self.model))
         self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
-        self.init = state.get("init")
+        self.init, self.start_results = state.get("init"), state.get("start_results")
         # sodkit before 0.3 saved an epoch after its evaluation: evaluated when saved
         self.evaluated = int(state.get("evaluated", self.epoch))
         self.bad_steps = int(state.get("bad_steps", 0))
@@ -175,6 +178,8 @@ class Trainer:
         try:
             with StopRequest(cfg.runtime.stop_grace_s) as stop:
                 self.stop = stop
+                if cfg.eval.at_start and self.step == 0 and self.start_results is None:
+                    self._evaluate_start()
                 if self.epoch_step == 0 and self.epoch < cfg.train.epochs:
                     self._evaluate_if_due(self.epoch)  # a resumed run whose evaluation stopped
                 for epoch in range(self.epoch, cfg.train.epochs):
@@ -340,6 +345,22 @@ class Trainer:
             result = self._evaluate_and_write(pred_root) if self.test_loaders else None
         self.evaluated = self.epoch
         return result
+
+    def _evaluate_start(self) -> None:
+        """``eval.at_start``: the starting model (epoch 0), before the first step."""
+        rt, stop = self.runtime, self.stop
+        if not self.test_loaders:
+            logger.warning("eval.at_start: no test sets (data.test, data.val_fraction) to "
+                           "evaluate on")
+            return
+        model = self.ema.module if self.ema is not None else self.model
+        rt.broadcast_buffers(model)
+        result = evaluate(model, self.test_loaders, rt, self.cfg, None,
+                          stop=lambda: stop is not None and stop.received is not None)
+        if rt.is_main:
+            self.start_results = result.scalars()
+            record_start(self.start_results, self.run_dir, self.tb)
+        self.start_results = rt.broadcast_object(self.start_results)
 
     def _evaluate_and_write(self, pred_root: Path | None) -> EvalResult:
         rt = self.runtime

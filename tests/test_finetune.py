@@ -1,0 +1,74 @@
+"""Fine-tuning from the command line (issue #23, acceptance "Fine-tuning start"): a run started
+with ``model.init_from`` and ``eval.at_start`` reports the source run's numbers at its start and
+its own after training; a source that does not fit ends the command before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from sodkit.cli import main
+from sodkit.config import Config, ModelCfg, to_dict
+from sodkit.model_file import file_sha256
+from sodkit.network import build_network
+from tests.sod_fixtures import tiny_overrides, write_duts_layout
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = str(ROOT / "configs" / "demo.yaml")
+
+
+def test_a_minet_checkpoint_into_fpn_exits_2_naming_the_counts(data_root, tmp_path, capsys):
+    cfg = Config()
+    cfg.model = ModelCfg(name="minet", backbone="resnet18", decoder_channels=16)
+    source = tmp_path / "minet.pt"
+    torch.save({"model": build_network(cfg.model).state_dict(), "config": to_dict(cfg)}, source)
+    out = tmp_path / "out"
+    code = main(["train", DEMO, *tiny_overrides(data_root, out, "ft"),
+                 f"model.init_from={source}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"sodkit train: error: model.init_from: {source} does not fit this network: ")
+    for words in (" missing from the file (", " unexpected, not in this network (",
+                  "model.name 'minet' -> 'fpn'", "model.init_exclude=["):
+        assert words in err[0], words
+    assert not out.exists()  # nothing written: no run folder
+
+
+@pytest.mark.slow
+def test_a_finetuning_run_starts_at_the_source_numbers_then_has_its_own(trained, data_root,
+                                                                         tmp_path, capsys):
+    best = trained / "checkpoints" / "best.pt"
+    source = json.loads((trained / "results.json").read_text())
+    # results.json is the final epoch's; best.pt holds the same weights when it is the best
+    assert torch.load(trained / "checkpoints" / "last.pt", weights_only=True)["best"]["epoch"] \
+        == 2
+    other = write_duts_layout(tmp_path / "mine", n_train=8, n_test=1, seed=7)
+    run = [DEMO, *tiny_overrides(data_root, tmp_path, "ft", epochs=1),
+           f"data.train=[{{root: {other / 'DUTS-TR'}, image_dir: DUTS-TR-Image, "
+           f"mask_dir: DUTS-TR-Mask}}]", f"model.init_from={best}", "eval.at_start=true"]
+    assert main(["train", *run]) == 0
+    folder = tmp_path / "ft"
+    start = json.loads((folder / "results_start.json").read_text())
+    assert start.keys() == source.keys() == {"DUTS-TE"}
+    for metric, value in source["DUTS-TE"].items():
+        assert start["DUTS-TE"][metric] == pytest.approx(value, abs=1e-6), metric
+    tuned = json.loads((folder / "results.json").read_text())
+    assert tuned["DUTS-TE"]["MAE"] != start["DUTS-TE"]["MAE"]  # its own numbers
+    state = torch.load(folder / "checkpoints" / "last.pt", weights_only=True)
+    assert state["init"]["file"] == str(best) and state["init"]["fresh"] == 0
+    assert state["init"]["sha256"] == file_sha256(best) and state["epoch"] == 1
+    log = (folder / "train.log").read_text()
+    assert f"model.init_from: {state['init']['loaded']} tensors loaded from {best} " \
+           f"(checkpoint, its" in log and file_sha256(best) in log
+    assert "epoch 0 (the starting model): DUTS-TE: MAE " in log
+    page = (folder / "report.html").read_text()
+    assert "ft (epoch 0)" in page and file_sha256(best) in page
+    # a resume keeps the run's own state (here: a finished run) and says so once
+    assert main(["train", *run, "--resume", "auto"]) == 0
+    log = (folder / "train.log").read_text()
+    assert log.count("model.init_from is not loaded: a resumed run continues from its own") \
+        == 1
