@@ -66,7 +66,8 @@ def test_a_finetuning_run_starts_at_the_source_numbers_then_has_its_own(trained,
            f"(checkpoint, its" in log and file_sha256(best) in log
     assert "epoch 0 (the starting model): DUTS-TE: MAE " in log
     page = (folder / "report.html").read_text()
-    assert "ft (epoch 0)" in page and file_sha256(best) in page
+    assert 'id="results-start"' in page and "The starting model (epoch 0" in page
+    assert "Initialised from (model.init_from)" in page and file_sha256(best) in page
     # a resume keeps the run's own state (here: a finished run) and says so once
     assert main(["train", *run, "--resume", "auto"]) == 0
     log = (folder / "train.log").read_text()
