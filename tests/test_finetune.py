@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 import torch
 
@@ -15,7 +17,7 @@ from sodkit.cli import main
 from sodkit.config import Config, ModelCfg, to_dict
 from sodkit.model_file import file_sha256
 from sodkit.network import build_network
-from tests.sod_fixtures import tiny_overrides, write_duts_layout
+from tests.sod_fixtures import draw_pair, tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "configs" / "demo.yaml")
@@ -31,32 +33,51 @@ def test_a_minet_checkpoint_into_fpn_exits_2_naming_the_counts(data_root, tmp_pa
                  f"model.init_from={source}"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
-    assert err[0].startswith(f"sodkit train: error: model.init_from: {source} does not fit this network: ")
+    assert err[0].startswith(f"sodkit train: error: model.init_from: {source} does not fit "
+                             f"this network: ")
     for words in (" missing from the file (", " unexpected, not in this network (",
                   "model.name 'minet' -> 'fpn'", "model.init_exclude=["):
         assert words in err[0], words
     assert not out.exists()  # nothing written: no run folder
 
 
+def write_folder(root: Path, count: int, seed: int) -> Path:
+    """A user's folder: ``images/`` and ``masks/`` paired by stem (the recipe's layout)."""
+    rng = np.random.default_rng(seed)
+    for sub in ("images", "masks"):
+        (root / sub).mkdir(parents=True)
+    for i in range(count):
+        image, mask = draw_pair(rng, int(rng.integers(48, 97)), int(rng.integers(48, 97)))
+        cv2.imwrite(str(root / "images" / f"photo_{i:03d}.jpg"), image)
+        cv2.imwrite(str(root / "masks" / f"photo_{i:03d}.png"), mask)
+    return root
+
+
 @pytest.mark.slow
 def test_a_finetuning_run_starts_at_the_source_numbers_then_has_its_own(trained, data_root,
-                                                                         tmp_path, capsys):
+                                                                         tmp_path):
+    """configs/finetune_custom.yaml on a folder of 12 pairs, from the trained fixture's best.pt
+    (the network and test settings of tiny_overrides: its numbers are comparable)."""
     best = trained / "checkpoints" / "best.pt"
     source = json.loads((trained / "results.json").read_text())
     # results.json is the final epoch's; best.pt holds the same weights when it is the best
     assert torch.load(trained / "checkpoints" / "last.pt", weights_only=True)["best"]["epoch"] \
         == 2
-    other = write_duts_layout(tmp_path / "mine", n_train=8, n_test=1, seed=7)
-    run = [DEMO, *tiny_overrides(data_root, tmp_path, "ft", epochs=1),
-           f"data.train=[{{root: {other / 'DUTS-TR'}, image_dir: DUTS-TR-Image, "
-           f"mask_dir: DUTS-TR-Mask}}]", f"model.init_from={best}", "eval.at_start=true"]
+    mine = write_folder(tmp_path / "mine", 12, seed=7)
+    run = [str(ROOT / "configs" / "finetune_custom.yaml"), f"data_root={mine}",
+           f"output_root={tmp_path}", "name=ft",
+           f"data.test=[{{preset: duts-te, root: {data_root / 'DUTS-TE'}}}]",
+           "data.size=64", "data.batch_size=4", "data.test_batch_size=4", "data.num_workers=0",
+           "data.val_fraction=0.3", "model.decoder_channels=16", "train.epochs=1",
+           f"model.init_from={best}"]
     assert main(["train", *run]) == 0
     folder = tmp_path / "ft"
     start = json.loads((folder / "results_start.json").read_text())
-    assert start.keys() == source.keys() == {"DUTS-TE"}
+    assert set(start) == {"DUTS-TE", "val"} and set(source) == {"DUTS-TE"}
     for metric, value in source["DUTS-TE"].items():
         assert start["DUTS-TE"][metric] == pytest.approx(value, abs=1e-6), metric
     tuned = json.loads((folder / "results.json").read_text())
+    assert set(tuned) == {"DUTS-TE", "val"}
     assert tuned["DUTS-TE"]["MAE"] != start["DUTS-TE"]["MAE"]  # its own numbers
     state = torch.load(folder / "checkpoints" / "last.pt", weights_only=True)
     assert state["init"]["file"] == str(best) and state["init"]["fresh"] == 0

@@ -49,7 +49,8 @@ class Trainer:
                  resuming: bool = False) -> None:
         self.cfg, self.runtime, self.run_dir = cfg, runtime, run_dir
         self.train_loader = build_train_loader(cfg, runtime.rank, runtime.world_size)
-        self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
+        self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size,
+                                               val=self.train_loader.dataset.held_out)
         # Side outputs nobody trains are not computed (DDP needs a gradient for every parameter).
         net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
         # model.init_from, on every rank before DDP and EMA copy the weights (a resume's own)
