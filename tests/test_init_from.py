@@ -133,13 +133,15 @@ def test_init_exclude_leaves_parts_fresh_and_a_typo_is_refused(tmp_path):
         _start(_cfg(), path, init_exclude=["haeds"])
 
 
-@pytest.mark.parametrize("content", ["missing", "folder", "no_weights", "code"])
+@pytest.mark.parametrize("content", ["missing", "folder", "no_weights", "code", "not_tensors"])
 def test_a_bad_source_is_one_line(content, tmp_path):
     path = tmp_path / "x.pt"
     if content == "folder":
         path.mkdir()
     elif content == "no_weights":
         torch.save({"epoch": 3}, path)
+    elif content == "not_tensors":
+        torch.save({"model": {"heads.0.weight": 3}, "config": {}}, path)
     elif content == "code":
         torch.save({"model": {}, "obj": Path("a")}, path)  # needs a pickled class
     with pytest.raises(UserError) as info:
@@ -147,4 +149,12 @@ def test_a_bad_source_is_one_line(content, tmp_path):
     message = str(info.value)
     assert "\n" not in message and str(path) in message
     assert {"missing": "file not found", "folder": "is a folder", "no_weights": "holds no weights",
-            "code": "never unpickles code"}[content] in message
+            "code": "never unpickles code",
+            "not_tensors": "its weight 'heads.0.weight' is a int, not a tensor"}[content] in message
+
+
+def test_describe_shows_a_record_of_any_origin_as_text():
+    # the report reads the record from a checkpoint it did not write: odd types are shown
+    text = describe({"file": None, "loaded": "x", "fresh": 2, "exclude": 5, "weights": [1]})
+    assert "2 tensors left at their fresh initialisation (under 5)" in text
+    assert "under a, b" in describe({"fresh": 1, "exclude": ["a", "b"]})

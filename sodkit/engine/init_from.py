@@ -161,6 +161,10 @@ def init_model(net: Any, cfg: Config) -> dict[str, Any] | None:
     check_exclude(mine, model.init_exclude)
     source = read_source(path, model.init_weights)
     weights = strip_prefixes(source["weights"])
+    odd = next((k for k, v in weights.items() if not _is_tensor(v)), None)
+    if odd is not None:
+        raise UserError(f"{KEY}: {path}: its weight {odd!r} is a {type(weights[odd]).__name__}, "
+                        f"not a tensor (a damaged file, or not a set of weights)")
     bad = mismatch(mine, weights, model.init_exclude)
     if any(bad.values()):
         changed = model_differences(source["config"] or {}, cfg)
@@ -174,11 +178,13 @@ def init_model(net: Any, cfg: Config) -> dict[str, Any] | None:
 
 
 def describe(record: dict[str, Any]) -> str:
-    """The record as one sentence (the log and the report)."""
+    """The record as one sentence (the log and the report, which reads it from a checkpoint of
+    any origin: every value is shown as text, whatever its type)."""
     which = {"ema": ", its EMA weights", "model": ", its model weights"}.get(
         str(record.get("weights")), "")
+    exclude = record.get("exclude")
+    under = ", ".join(map(str, exclude)) if isinstance(exclude, list) else str(exclude)
     fresh = (f"{record.get('fresh')} tensors left at their fresh initialisation (under "
-             f"{', '.join(record.get('exclude') or [])})" if record.get("fresh")
-             else "nothing left at its fresh initialisation")
+             f"{under})" if record.get("fresh") else "nothing left at its fresh initialisation")
     return (f"{record.get('loaded')} tensors loaded from {record.get('file')} "
             f"({record.get('kind')}{which}; sha256 {record.get('sha256')}); {fresh}")
