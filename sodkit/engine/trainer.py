@@ -27,7 +27,7 @@ from ..network import build_network
 from ..optim import build_optimizer, build_scheduler
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
-from .at_start import record_start
+from .at_start import evaluate_start
 from .checkpoint import CheckpointManager
 from .ema import EMA
 from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_report
@@ -180,7 +180,7 @@ class Trainer:
             with StopRequest(cfg.runtime.stop_grace_s) as stop:
                 self.stop = stop
                 if cfg.eval.at_start and self.step == 0 and self.start_results is None:
-                    self._evaluate_start()
+                    self.start_results = evaluate_start(self)
                 if self.epoch_step == 0 and self.epoch < cfg.train.epochs:
                     self._evaluate_if_due(self.epoch)  # a resumed run whose evaluation stopped
                 for epoch in range(self.epoch, cfg.train.epochs):
@@ -346,22 +346,6 @@ class Trainer:
             result = self._evaluate_and_write(pred_root) if self.test_loaders else None
         self.evaluated = self.epoch
         return result
-
-    def _evaluate_start(self) -> None:
-        """``eval.at_start``: the starting model (epoch 0), before the first step."""
-        rt, stop = self.runtime, self.stop
-        if not self.test_loaders:
-            logger.warning("eval.at_start: no test sets (data.test, data.val_fraction) to "
-                           "evaluate on")
-            return
-        model = self.ema.module if self.ema is not None else self.model
-        rt.broadcast_buffers(model)
-        result = evaluate(model, self.test_loaders, rt, self.cfg, None,
-                          stop=lambda: stop is not None and stop.received is not None)
-        if rt.is_main:
-            self.start_results = result.scalars()
-            record_start(self.start_results, self.run_dir, self.tb)
-        self.start_results = rt.broadcast_object(self.start_results)
 
     def _evaluate_and_write(self, pred_root: Path | None) -> EvalResult:
         rt = self.runtime
