@@ -94,3 +94,17 @@ def test_a_finetuning_run_starts_at_the_source_numbers_then_has_its_own(trained,
     log = (folder / "train.log").read_text()
     assert log.count("model.init_from is not loaded: a resumed run continues from its own") \
         == 1
+
+
+def test_the_recipe_fits_the_demo_model_it_documents():
+    """configs/finetune_custom.yaml starts from output/demo/checkpoints/best.pt by default: its
+    network must be the demo's, tensor for tensor, or the documented pipeline fails."""
+    from sodkit.config import load_config
+    from sodkit.engine.init_from import mismatch
+
+    demo = build_network(load_config(DEMO).model).state_dict()
+    recipe = load_config(ROOT / "configs" / "finetune_custom.yaml")
+    assert recipe.model.init_from == "output/demo/checkpoints/best.pt"
+    mine = build_network(recipe.model).state_dict()
+    assert mismatch(mine, demo, []) == {"missing": [], "unexpected": [], "shape": []}
+    assert recipe.eval.at_start and recipe.eval.metric_dataset == "val"
