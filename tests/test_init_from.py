@@ -98,14 +98,14 @@ def test_ddp_and_compile_prefixes_are_stripped(tmp_path):
 def test_a_mismatch_names_counts_first_names_and_how_to_exclude(tmp_path):
     minet = _cfg("minet")
     path = tmp_path / "minet.pt"
-    torch.save({"model": _net(minet, 0).state_dict(), "config": to_dict(minet)}, path)
+    source = _net(minet, 0).state_dict()
+    torch.save({"model": source, "config": to_dict(minet)}, path)
     with pytest.raises(UserError) as info:
         _start(_cfg("fpn"), path)
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith(f"model.init_from: {path} does not fit this network: ")
-    fpn_names = _net(_cfg("fpn"), 0).state_dict()
-    missing = sum(k not in _net(minet, 0).state_dict() for k in fpn_names)
+    missing = sum(k not in source for k in _net(_cfg("fpn"), 0).state_dict())
     assert f"{missing} missing from the file (" in message
     assert " unexpected, not in this network (" in message
     assert "model.name 'minet' -> 'fpn'" in message
@@ -131,6 +131,18 @@ def test_init_exclude_leaves_parts_fresh_and_a_typo_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"model.init_exclude: 'haeds' matches no tensor.*"
                                           r"did you mean 'heads'"):
         _start(_cfg(), path, init_exclude=["haeds"])
+
+
+def test_init_exclude_also_leaves_out_a_files_extra_tensors(tmp_path):
+    cfg = _cfg()
+    source = _net(cfg, 0).state_dict()
+    path = tmp_path / "w.pt"
+    torch.save({**source, "extra_head.weight": torch.ones(2)}, path)
+    with pytest.raises(UserError, match=r"1 unexpected, not in this network \(extra_head.weight\)"
+                                        r".*model.init_exclude=\[extra_head\]"):
+        _start(_cfg(), path)
+    net, record = _start(_cfg(), path, init_exclude=["extra_head"])
+    assert _same(net.state_dict(), source) and record["fresh"] == 0
 
 
 @pytest.mark.parametrize("content", ["missing", "folder", "no_weights", "code", "not_tensors"])

@@ -94,17 +94,17 @@ def _excluded(name: str, prefixes: list[str]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def check_exclude(mine: dict[str, Any], prefixes: list[str]) -> None:
-    """Every ``model.init_exclude`` prefix names some tensor of the network (a typo would
-    otherwise load what it meant to leave out, or fail for another reason)."""
+def check_exclude(mine: dict[str, Any], weights: dict[str, Any], prefixes: list[str]) -> None:
+    """Every ``model.init_exclude`` prefix names some tensor of the network or of the file (a
+    typo would otherwise load what it meant to leave out, or fail for another reason)."""
     for prefix in prefixes:
-        if not any(_excluded(name, [prefix]) for name in mine):
+        if not any(_excluded(name, [prefix]) for name in (*mine, *weights)):
             modules = sorted({".".join(n.split(".")[:i]) for n in mine for i in (1, 2)})
             close = difflib.get_close_matches(prefix, modules, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             tops = ", ".join(n for n in modules if "." not in n)
             raise ConfigError(f"model.init_exclude: {prefix!r} matches no tensor of this "
-                              f"network{hint} (its parts: {tops})")
+                              f"network or of the file{hint} (the network's parts: {tops})")
 
 
 def _shown(names: list[str]) -> str:
@@ -114,7 +114,8 @@ def _shown(names: list[str]) -> str:
 
 def mismatch(mine: dict[str, Any], weights: dict[str, Any], prefixes: list[str]
              ) -> dict[str, list[str]]:
-    """``{"missing", "unexpected", "shape"}``: names outside ``prefixes`` that do not fit."""
+    """``{"missing", "unexpected", "shape"}``: names outside ``prefixes`` that do not fit (a
+    prefix leaves out the network's tensors and the file's alike: a file's extra head too)."""
     kept = [n for n in mine if not _excluded(n, prefixes)]
     return {"missing": [n for n in kept if n not in weights],
             "unexpected": [n for n in weights if n not in mine and not _excluded(n, prefixes)],
@@ -158,13 +159,13 @@ def init_model(net: Any, cfg: Config) -> dict[str, Any] | None:
 
     path = Path(model.init_from).expanduser().absolute()
     mine = net.state_dict()
-    check_exclude(mine, model.init_exclude)
     source = read_source(path, model.init_weights)
     weights = strip_prefixes(source["weights"])
     odd = next((k for k, v in weights.items() if not _is_tensor(v)), None)
     if odd is not None:
         raise UserError(f"{KEY}: {path}: its weight {odd!r} is a {type(weights[odd]).__name__}, "
                         f"not a tensor (a damaged file, or not a set of weights)")
+    check_exclude(mine, weights, model.init_exclude)
     bad = mismatch(mine, weights, model.init_exclude)
     if any(bad.values()):
         changed = model_differences(source["config"] or {}, cfg)
