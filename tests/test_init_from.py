@@ -73,12 +73,13 @@ def test_every_network_starts_from_its_own_weights(name, kind, tmp_path):
     assert record["sha256"] == file_sha256(path) and record["file"] == str(path)
 
 
-def test_a_checkpoint_gives_its_ema_weights_unless_init_weights_model(tmp_path):
+@pytest.mark.parametrize("bare", [False, True])
+def test_a_checkpoint_gives_its_ema_weights_unless_init_weights_model(bare, tmp_path):
     cfg = _cfg()
     trained, averaged = _net(cfg, 0).state_dict(), _net(cfg, 2).state_dict()
     path = tmp_path / "c.pt"
-    torch.save({"model": trained, "ema": {"decay": 0.9, "updates": 3, "model": averaged},
-                "config": to_dict(cfg)}, path)
+    ema = averaged if bare else {"decay": 0.9, "updates": 3, "model": averaged}
+    torch.save({"model": trained, "ema": ema, "config": to_dict(cfg)}, path)
     net, record = _start(cfg, path)
     assert _same(net.state_dict(), averaged) and record["weights"] == "ema"
     assert "its EMA weights" in describe(record)

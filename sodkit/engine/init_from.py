@@ -41,9 +41,14 @@ def strip_prefixes(weights: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_checkpoint(state: dict[str, Any], init_weights: str) -> tuple[dict[str, Any], str]:
+    """The EMA weights (``ema`` as :meth:`EMA.state_dict` saves it, ``{"model": weights,
+    ...}``, or as bare weights) when asked for and present; else the model's."""
     ema = state.get("ema")
-    if init_weights == "ema" and isinstance(ema, dict) and isinstance(ema.get("model"), dict):
-        return ema["model"], "ema"
+    if init_weights == "ema" and isinstance(ema, dict):
+        if isinstance(ema.get("model"), dict):
+            return ema["model"], "ema"
+        if ema and all(_is_tensor(v) for v in ema.values()):
+            return ema, "ema"
     return state["model"], "model"
 
 
