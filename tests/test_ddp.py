@@ -112,12 +112,21 @@ def published_args(network: str, data_root: Path, out: Path, name: str, batch: i
             *PUBLISHED_COMMON, *extra]
 
 
+def finetune_args(data_root: Path, out: Path, name: str) -> list[str]:
+    """A fine-tuning run from the reference run's last.pt, evaluated at its start on held-out
+    training pairs (model.init_from, eval.at_start, data.val_fraction)."""
+    return [*overrides(data_root, out, name), "train.epochs=1", "train.keep_every=0",
+            f"model.init_from={out / 'ddp' / 'checkpoints' / 'last.pt'}", "eval.at_start=true",
+            "data.val_fraction=0.25"]
+
+
 @pytest.fixture(scope="module")
 def ddp_runs(data_root, out) -> Path:
     """One torchrun launch, 2 processes x batch 4: the reference run (no test sets: this used to
     hang at the end), then each published network's run."""
     runs = [["train", CONFIG, *overrides(data_root, out, "ddp")]]
     runs += [published_args(network, data_root, out, f"{network}2") for network in PUBLISHED]
+    runs.append(["train", CONFIG, *finetune_args(data_root, out, "ft2")])  # from ddp's last.pt
     proc = torchrun(str(ROOT / "tests" / "commands_entry.py"), *joined(*runs))
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
@@ -172,6 +181,19 @@ def test_published_networks_two_processes_equal_one_process(network, ddp_runs, d
     ddp, single = last(ddp_runs / f"{network}2"), last(out / f"{network}1")
     assert ddp["step"] == single["step"] == 2
     assert_same_model(ddp["model"], single["model"], atol=1e-5)
+
+
+def test_finetuning_under_torchrun_starts_where_one_process_starts(ddp_runs, data_root, out):
+    """Every rank starts from init_from's weights: the starting model's numbers on ``val``
+    measured by 2 processes equal one process's, and both runs record the same source."""
+    assert main(["train", CONFIG, *finetune_args(data_root, out, "ft1")]) == 0
+    two = json.loads((out / "ft2" / "results_start.json").read_text())
+    one = json.loads((out / "ft1" / "results_start.json").read_text())
+    assert list(two) == ["val"] and two.keys() == one.keys()
+    for metric, value in one["val"].items():
+        assert two["val"][metric] == pytest.approx(value, abs=1e-6), metric
+    init2, init1 = last(out / "ft2")["init"], last(out / "ft1")["init"]
+    assert init2 == init1 and init2["fresh"] == 0 and init2["kind"] == "checkpoint"
 
 
 def test_accumulation_equals_the_double_batch_with_frozen_batchnorm(data_root, out):

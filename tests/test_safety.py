@@ -221,6 +221,8 @@ def test_a_checkpoint_that_runs_code_is_refused_everywhere(trained, data_root, t
         ["test", str(DEMO), *overrides, "--checkpoint", str(evil)],
         ["predict", "--checkpoint", str(evil), "--out", str(tmp_path / "p"), str(tmp_path / "in")],
         ["train", str(DEMO), *overrides, "--resume", str(evil)],
+        ["train", str(DEMO), *tiny_overrides(data_root, tmp_path, "ft"),
+         f"model.init_from={evil}"],
     ]
     for args in commands:
         proc = run_cli(*args, cwd=tmp_path)
@@ -228,7 +230,7 @@ def test_a_checkpoint_that_runs_code_is_refused_everywhere(trained, data_root, t
         assert "never unpickles code" in proc.stderr and "io.open" in proc.stderr
         assert "Traceback" not in proc.stderr
         assert not pwned.exists(), args[0]
-    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "ft").exists()
     torch.load(evil, weights_only=False)  # the file really would have run code
     assert pwned.exists()
 

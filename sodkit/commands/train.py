@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         setup_logging(None, runtime.is_main)
         found = CheckpointManager(run_dir / "checkpoints", runtime).load_resume(resume)
         resume, state = found if found is not None else (None, None)
-        trainer = Trainer(cfg, runtime, run_dir)
+        trainer = Trainer(cfg, runtime, run_dir, resuming=state is not None)
         if state is not None:
             trainer.load_state_dict(state)
         if runtime.is_main:
@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
         setup_logging(run_dir / "train.log", runtime.is_main)
         if state is not None:
             logger.info("resumed from %s at epoch %d, step %d", resume, trainer.epoch, trainer.step)
+            if cfg.model.init_from:
+                logger.info("model.init_from is not loaded: a resumed run continues from its own "
+                            "state (it started from %s)", cfg.model.init_from)
         trainer.fit()
     finally:
         close_log_file(run_dir / "train.log")  # a later run in this process logs elsewhere

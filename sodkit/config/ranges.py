@@ -83,7 +83,7 @@ def ranged(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MIS
     return dataclasses.field(default=default, metadata=meta)
 
 
-def path_field(default: str) -> Any:
+def path_field(default: str | None) -> Any:
     """A dataclass field holding a path: ``~`` and ``~user`` are expanded when it is loaded."""
     return dataclasses.field(default=default, metadata={PATH: True})
 

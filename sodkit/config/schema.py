@@ -73,6 +73,10 @@ class DataCfg:
     # minet / f3net (the authors' own, for their released weights: import-weights records it);
     # null: the checkpoint's own, else sodkit
     preprocess: str | None = None
+    # training pairs held out as the test set `val`, chosen by a hash of the stem (the same
+    # pairs whatever files are added); null: none
+    val_fraction: float | None = ranged(None, above=0, below=1,
+                                        hint="a fraction of the training pairs, e.g. 0.1, or null")
 
 
 @dataclass
@@ -91,6 +95,14 @@ class ModelCfg:
     # [backbone.body.conv1, backbone.body.bn1] (F3Net's code never trains the stem); BatchNorm
     # statistics still update
     freeze: list[str] = field(default_factory=list)
+    # fine-tuning: a NEW run (fresh optimizer, schedule, epochs) starting from a trained model's
+    # weights: a sodkit checkpoint, a model file (.safetensors) or a weights file in sodkit's
+    # tensor names (.safetensors, weights-only .pt); strict: every tensor must fit (init_exclude)
+    init_from: str | None = path_field(None)
+    # a checkpoint's weights to start from: ema (its EMA average when it has one) or model
+    init_weights: Literal["ema", "model"] = "ema"
+    # tensors left at their fresh initialisation, by dotted name prefix, e.g. [heads]
+    init_exclude: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -198,6 +210,8 @@ class EvalCfg:
     # test-time augmentation in evaluation, test and predict: [hflip] = mean of the plain and
     # the mirrored pass's probabilities
     tta: list[Literal["hflip"]] = field(default_factory=list)
+    # also evaluate before the first step (epoch 0: the starting model, e.g. model.init_from's)
+    at_start: bool = False
 
 
 @dataclass

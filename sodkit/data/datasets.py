@@ -191,6 +191,7 @@ class TrainDataset(Dataset):
         self.name = name
         self.max_bad = max_bad
         self._bad: set[int] = set()  # pairs this process found broken
+        self.held_out: list[Pair] = []  # data.val_fraction's pairs, not trained on
 
     def __len__(self) -> int:
         return len(self.pairs)

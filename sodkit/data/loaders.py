@@ -29,6 +29,8 @@ from ..errors import DataError
 from ..resources import cap_workers, resolve_workers
 from .checks import Issue, bad_stems, check_pairs, output_name_issues
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
+from .holdout import NAME as VAL
+from .holdout import split_pairs
 from .transforms import build_test_transform, build_train_transform
 
 logger = logging.getLogger(__name__)
@@ -185,8 +187,15 @@ def build_train_dataset(cfg: Config) -> TrainDataset:
         names.append(resolved.name)
     if not pairs:
         raise DataError("no readable training pairs (run sodkit check-data CONFIG)")
-    return TrainDataset(pairs, build_train_transform(cfg.data), cfg.data.size, "+".join(names),
-                        max_bad=budget)
+    pairs, held = split_pairs(pairs, cfg.data.val_fraction)
+    if held:
+        logger.info("test set %s: %d of the %d training pairs held out (data.val_fraction=%g, "
+                    "by a hash of each stem)", VAL, len(held), len(pairs) + len(held),
+                    cfg.data.val_fraction)
+    dataset = TrainDataset(pairs, build_train_transform(cfg.data), cfg.data.size,
+                           "+".join(names), max_bad=budget)
+    dataset.held_out = held  # the test set `val`: build_test_loaders(..., val=...)
+    return dataset
 
 
 def _log_encodings(issues: list[Issue], label: str) -> list[Issue]:
@@ -234,8 +243,8 @@ def build_train_loader(cfg: Config, rank: int = 0, world_size: int = 1) -> DataL
                       **_loader_options(cfg, cfg.data.persistent_workers))
 
 
-def build_test_loaders(cfg: Config, rank: int = 0, world_size: int = 1
-                       ) -> dict[str, DataLoader]:
+def build_test_loaders(cfg: Config, rank: int = 0, world_size: int = 1,
+                       val: list[Pair] | None = None) -> dict[str, DataLoader]:
     """One loader per ``data.test`` dataset (by name), each over this rank's contiguous shard.
 
     Batches: ``image`` float32 (B, 3, S, S) at ``data.size``; ``gt`` list of uint8 (H, W) masks
@@ -247,14 +256,21 @@ def build_test_loaders(cfg: Config, rank: int = 0, world_size: int = 1
     loaders: dict[str, DataLoader] = {}
     for i, dataset in enumerate(cfg.data.test):
         resolved = resolve_dataset(dataset, cfg.data_root, where=f"data.test.{i}")
-        if resolved.name in loaders:
-            raise ConfigError(f"data.test.{i}.name: two test sets are named {resolved.name!r}; "
-                            "give one a different name")
+        if resolved.name in loaders or (val and resolved.name == VAL):
+            why = "data.val_fraction's held-out set" if resolved.name == VAL and val else \
+                "another test set"
+            raise ConfigError(f"data.test.{i}.name: {resolved.name!r} is the name of {why}; "
+                              "give this test set a different name")
         test_set = TestDataset(find_pairs(resolved), transform, resolved.name)
         logger.info("test set %s: %d pairs in %s", resolved.name, len(test_set), resolved.root)
-        sampler = InferenceSampler(len(test_set), rank, world_size)
-        check_test_shard(test_set, sampler.indices)
-        loaders[resolved.name] = DataLoader(
-            test_set, batch_size=cfg.data.test_batch_size, sampler=sampler,
-            collate_fn=collate_test, **_loader_options(cfg, persistent=False))
+        loaders[resolved.name] = _test_loader(test_set, cfg, rank, world_size)
+    if val:
+        loaders[VAL] = _test_loader(TestDataset(val, transform, VAL), cfg, rank, world_size)
     return loaders
+
+
+def _test_loader(test_set: TestDataset, cfg: Config, rank: int, world_size: int) -> DataLoader:
+    sampler = InferenceSampler(len(test_set), rank, world_size)
+    check_test_shard(test_set, sampler.indices)
+    return DataLoader(test_set, batch_size=cfg.data.test_batch_size, sampler=sampler,
+                      collate_fn=collate_test, **_loader_options(cfg, persistent=False))

@@ -27,9 +27,12 @@ from ..network import build_network
 from ..optim import build_optimizer, build_scheduler
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
+from .at_start import evaluate_start
 from .checkpoint import CheckpointManager
 from .ema import EMA
 from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_report
+from .init_from import describe as describe_init
+from .init_from import init_model
 from .logging import Progress, TensorBoard, Throughput, format_seconds
 from .preemption import Preempted, SaveClock, StopRequest
 from .resume import check_resume, load_model_state
@@ -42,12 +45,16 @@ logger = logging.getLogger(__name__)
 class Trainer:
     """Holds the training state that a checkpoint saves and ``--resume`` restores."""
 
-    def __init__(self, cfg: Config, runtime: Runtime, run_dir: Path) -> None:
+    def __init__(self, cfg: Config, runtime: Runtime, run_dir: Path,
+                 resuming: bool = False) -> None:
         self.cfg, self.runtime, self.run_dir = cfg, runtime, run_dir
         self.train_loader = build_train_loader(cfg, runtime.rank, runtime.world_size)
-        self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
+        self.test_loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size,
+                                               val=self.train_loader.dataset.held_out)
         # Side outputs nobody trains are not computed (DDP needs a gradient for every parameter).
         net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
+        # model.init_from, on every rank before DDP and EMA copy the weights (a resume's own)
+        self.init = None if resuming else init_model(net, cfg)
         self.model = runtime.wrap(net)
         self.criterion = build_criterion(cfg.loss, net).to(runtime.device)
         micro_batches = len(self.train_loader) // cfg.train.accumulate
@@ -74,6 +81,7 @@ class Trainer:
         self.stop: StopRequest | None = None  # fit()'s signal handlers
         self.clock = SaveClock(cfg.train.checkpoint_every_steps, cfg.train.checkpoint_minutes)
         self.bad_steps = 0  # steps whose gradients were not finite (not applied)
+        self.start_results: dict[str, Any] | None = None  # eval.at_start's numbers (epoch 0)
         # EMA of the weights (engine/ema.py): evaluated and saved as "ema" when train.ema_decay
         self.ema = EMA(net, cfg.train.ema_decay) if cfg.train.ema_decay else None
         self.train_step = TrainStep(self.model, self.criterion, self.optimizer, runtime,
@@ -104,6 +112,8 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.runtime.scaler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
+            "init": self.init,
+            "start_results": self.start_results,
             "epoch": self.epoch,
             "evaluated": self.evaluated,
             "step": self.step,
@@ -127,6 +137,7 @@ class Trainer:
         elif self.ema is not None:  # a checkpoint without EMA: the average starts from it
             self.ema.reset(self.runtime.unwrap(self.model))
         self.epoch, self.step, self.best = state["epoch"], state["step"], state["best"]
+        self.init, self.start_results = state.get("init"), state.get("start_results")
         # sodkit before 0.3 saved an epoch after its evaluation: evaluated when saved
         self.evaluated = int(state.get("evaluated", self.epoch))
         self.bad_steps = int(state.get("bad_steps", 0))
@@ -168,6 +179,8 @@ class Trainer:
         try:
             with StopRequest(cfg.runtime.stop_grace_s) as stop:
                 self.stop = stop
+                if cfg.eval.at_start and self.step == 0 and self.start_results is None:
+                    self.start_results = evaluate_start(self)
                 if self.epoch_step == 0 and self.epoch < cfg.train.epochs:
                     self._evaluate_if_due(self.epoch)  # a resumed run whose evaluation stopped
                 for epoch in range(self.epoch, cfg.train.epochs):
@@ -403,3 +416,5 @@ class Trainer:
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
                         for i, g in enumerate(self.optimizer.param_groups))
         logger.info("effective base LR per group (%s scaling): %s", self.cfg.optim.lr_scaling, lrs)
+        if self.init:
+            logger.info("model.init_from: %s", describe_init(self.init))

@@ -84,16 +84,18 @@ def _columns(results: Mapping[str, Mapping[str, float]]) -> list[str]:
 
 def results_table(source: Source) -> str:
     """One run's results: a row per dataset, a column per standard metric (sortable)."""
-    method = next(iter(source.results))
-    per_dataset = source.results[method]
+    return _datasets_table(source.results[next(iter(source.results))], "results")
+
+
+def _datasets_table(per_dataset: Mapping[str, Mapping[str, float]], table_id: str) -> str:
     columns = _columns(per_dataset)
     head = "".join(_metric_head(m, i + 1) for i, m in enumerate(columns))
     rows = "".join(
         f'<tr data-dataset="{_e(d)}"><td data-value="{_e(d)}">{_e(d)}</td>'
         + "".join(_number(values.get(m)) for m in columns) + "</tr>"
         for d, values in per_dataset.items())
-    return (f'<table id="results" class="data sortable"><thead><tr><th data-col="0">dataset</th>'
-            f"{head}</tr></thead><tbody>{rows}</tbody></table>")
+    return (f'<table id="{table_id}" class="data sortable"><thead><tr><th data-col="0">dataset'
+            f"</th>{head}</tr></thead><tbody>{rows}</tbody></table>")
 
 
 def comparison_table(results: Mapping[str, Mapping[str, Mapping[str, float]]],
@@ -160,6 +162,21 @@ def checkpoints_table(source: Source) -> str:
             f"<th>step</th><th>best so far</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
+def start_details(source: Source, h: str) -> list[str]:
+    """Where a fine-tuning run started: the ``model.init_from`` record of its checkpoints and
+    the starting model's numbers (``eval.at_start``)."""
+    from ..engine.init_from import describe
+
+    parts = []
+    init = next((c["init"] for c in source.checkpoints if c.get("init")), None)
+    if init is not None:
+        parts.append(f"<{h}>Initialised from (model.init_from)</{h}><p>{_e(describe(init))}</p>")
+    if source.start:
+        parts.append(f"<{h}>The starting model (epoch 0, eval.at_start)</{h}>"
+                     + _datasets_table(source.start, "results-start"))
+    return parts
+
+
 def _best(best: Mapping[str, Any] | None) -> str:
     if not best:
         return ""
@@ -176,6 +193,7 @@ def run_details(source: Source, level: int = 2) -> str:
     """Checkpoint, training curves, gallery and config of one source."""
     h = f"h{level}"
     parts = [f"<{h}>Checkpoints</{h}>{checkpoints_table(source)}"] if source.kind == "run" else []
+    parts += start_details(source, h)
     if source.kind == "run":
         parts.append(f"<{h}>Training</{h}>" + _plot(
             training_uri(source.training), "training curves",

@@ -44,6 +44,7 @@ class Source:
     training: Series = field(default_factory=dict)
     reach: Reach | None = None
     renamed: dict[str, str] = field(default_factory=dict)  # method -> name shown
+    start: dict[str, dict[str, float]] = field(default_factory=dict)  # eval.at_start's numbers
 
     def __post_init__(self) -> None:
         if self.reach is None:
@@ -73,6 +74,8 @@ def _load_run(source: Source) -> None:
     curves = reach.own("curves.json")
     for dataset, values in (curves_table(curves) if curves else {}).items():
         source.curves.setdefault(dataset, {})[method] = values
+    start = reach.own("results_start.json")  # eval.at_start: the starting model (epoch 0)
+    source.start = metrics_table(start) if start else {}
     table = reach.own("results_per_image.csv")
     source.per_image = read_per_image_csv(table) if table else []
     for row in source.per_image:

@@ -161,7 +161,8 @@ class _Peek(pickle.Unpickler):
 
 
 def checkpoint_info(path: Path) -> dict[str, Any] | None:
-    """``{"file", "epoch", "step", "best"}`` of a sodkit checkpoint; None if unreadable."""
+    """``{"file", "epoch", "step", "best", "init"}`` of a sodkit checkpoint; None if
+    unreadable."""
     try:
         check_unpacked_size(path)  # a zip bomb would be inflated whole by the read below
         with zipfile.ZipFile(path) as archive:
@@ -174,5 +175,6 @@ def checkpoint_info(path: Path) -> dict[str, Any] | None:
     if not isinstance(state, dict):
         return None
     best = state.get("best") if isinstance(state.get("best"), dict) else None
+    init = state.get("init") if isinstance(state.get("init"), dict) else None  # init_from
     return {"file": path.name, "epoch": state.get("epoch"), "step": state.get("step"),
-            "best": best}
+            "best": best, "init": init}
