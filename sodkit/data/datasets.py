@@ -25,6 +25,7 @@ from ..config.schema import DatasetCfg
 from ..errors import DataError
 from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask
 from ..output_names import check_dataset_name
+from ..text import plural
 from .presets import PRESETS, get_preset
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,8 @@ def find_pairs(cfg: DatasetCfg) -> list[Pair]:
         stems = _restrict(stems, Path(cfg.list_file), label)
     if not stems:
         raise DataError(f"dataset {label!r}: no image/mask pairs in {root / cfg.image_dir} and "
-                        f"{root / cfg.mask_dir} ({len(images)} images, {len(masks)} masks; "
+                        f"{root / cfg.mask_dir} ({plural(len(images), 'image')}, "
+                        f"{plural(len(masks), 'mask')}; "
                         f"files pair by stem, extensions {', '.join(IMAGE_EXTENSIONS)})")
     return [Pair(s, images[s], masks[s]) for s in stems]
 
@@ -158,7 +160,7 @@ def _restrict(stems: list[str], list_file: Path, label: str) -> list[str]:
     available = set(stems)
     missing = [s for s in wanted if s not in available]
     if missing:
-        raise DataError(f"dataset {label!r}: {len(missing)} stems of {list_file} have no "
+        raise DataError(f"dataset {label!r}: {plural(len(missing), 'stem')} of {list_file} have no "
                         f"image/mask pair (first: {', '.join(missing[:_SHOW])})")
     return sorted(wanted)
 

@@ -25,12 +25,14 @@ from ..loss import build_criterion
 from ..module import freeze_batchnorm
 from ..network import build_network
 from ..optim import build_optimizer, build_scheduler
+from ..text import plural
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
 from .checkpoint import CheckpointManager
 from .ema import EMA
 from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_report
 from .logging import Progress, TensorBoard, Throughput, format_seconds
+from .position import training_position
 from .preemption import Preempted, SaveClock, StopRequest
 from .resume import check_resume, load_model_state
 from .runtime import Runtime
@@ -86,6 +88,11 @@ class Trainer:
         return data.batch_size * self.cfg.train.accumulate * self.runtime.world_size
 
     # ------------------------------------------------------------------ state
+    def position(self) -> str:
+        """Where the run stands, as every log line says it (``epoch 2/4 step 5/12``)."""
+        return training_position(self.epoch, self.epoch_step, self.cfg.train.epochs, self.step,
+                                 self.steps_per_epoch)
+
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint's content: tensors and plain Python values only (``weights_only``).
 
@@ -207,7 +214,8 @@ class Trainer:
             result = self._evaluate(pred_root=self.run_dir / "predictions")
             self._save()  # `evaluated` and the final `best`, so a resume has nothing to redo
         else:
-            logger.info("all %d epochs are trained and evaluated; writing the report", self.epoch)
+            logger.info("all %s are trained and evaluated; writing the report",
+                        plural(self.epoch, "epoch"))
         if self.runtime.is_main and self.test_loaders:  # a report needs results
             write_run_report(self.run_dir)
         self.runtime.barrier()
@@ -302,10 +310,8 @@ class Trainer:
             self.tb.scalars({"amp/skipped_steps": skipped}, self.step)
             parts += f" skipped {skipped}"
         logger.info(
-            "epoch %d/%d step %d/%d loss %.4f (%s) lr %.2e %.1f img/s eta %s",
-            epoch + 1, self.cfg.train.epochs, self.step,
-            self.cfg.train.epochs * self.steps_per_epoch, losses["loss"], parts, lr_main, rate,
-            eta, extra={"progress": True},
+            "%s loss %.4f (%s) lr %.2e %.1f img/s eta %s", self.position(), losses["loss"],
+            parts, lr_main, rate, eta, extra={"progress": True},
         )
         return {"loss": f"{losses['loss']:.4f}", "lr": f"{lr_main:.2e}",
                 "img/s": f"{rate:.1f}", "eta": eta}
@@ -359,8 +365,7 @@ class Trainer:
     @contextlib.contextmanager
     def _after_save(self, what: str) -> Iterator[None]:
         """Name the saved state in a stop or a failure of ``what`` (it follows a save)."""
-        saved = (f"the trained state is saved in {self.checkpoints.last} (epoch {self.epoch}, "
-                 f"step {self.step})")
+        saved = f"the trained state is saved in {self.checkpoints.last} ({self.position()})"
         resume = "--resume auto continues with it, without training again"
         try:
             yield

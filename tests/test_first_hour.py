@@ -1,0 +1,138 @@
+"""What a newcomer reads in the first hour (#28): plurals, one epoch numbering, `predict
+--skip-bad`, no third-party warning lines, dataset names."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from sodkit.cli import main
+from sodkit.text import noun_for, plural
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run_cli(capfd, monkeypatch):
+    """``sodkit ARGS`` in the test process: exit code, stdout and stderr at the file-descriptor
+    level (so that what OpenCV or libpng print is seen), the log formatted as the command's."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()
+        root, handler = logging.getLogger(), logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        level = root.level
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        try:
+            code = main(list(args))
+        finally:
+            root.removeHandler(handler)
+            root.setLevel(level)
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    return run
+
+
+def test_plural_says_one_mask_and_two_masks() -> None:
+    assert plural(1, "mask") == "1 mask" and plural(0, "mask") == "0 masks"
+    assert plural(2, "worker process") == "2 worker processes"
+    assert plural(3, "process") == "3 processes" and plural(1, "process") == "1 process"
+    assert noun_for(1, "is") == "is" and noun_for(4, "is") == "are"
+
+
+def _photos(folder: Path, bad: bool) -> Path:
+    """Three readable photos, and with ``bad`` two truncated PNGs: one cut in its pixel data
+    (libpng's "PNG input buffer is incomplete"), one cut early (OpenCV's [ WARN ...] line)."""
+    folder.mkdir()
+    rng = np.random.default_rng(3)
+    for i in range(3):
+        cv2.imwrite(str(folder / f"photo{i}.png"), rng.integers(0, 256, (30, 40, 3), np.uint8))
+    if bad:
+        data = cv2.imencode(".png", rng.integers(0, 256, (64, 64, 3), np.uint8))[1].tobytes()
+        (folder / "cut_late.png").write_bytes(data[: len(data) * 9 // 10])
+        (folder / "cut_early.png").write_bytes(data[: len(data) * 3 // 10])
+    return folder
+
+
+def test_predict_one_image_says_one_mask(trained, tmp_path, run_cli) -> None:
+    photo = _photos(tmp_path / "in", bad=False) / "photo0.png"
+    done = run_cli("predict", "--checkpoint", str(trained / "checkpoints" / "last.pt"),
+                   "--out", str(tmp_path / "out"), "--workers", "0", str(photo))
+    assert done.returncode == 0, done.stderr
+    assert f"wrote 1 mask to {tmp_path / 'out'}" in done.stderr, done.stderr
+    assert "1 masks" not in done.stderr
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_predict_skip_bad_writes_the_rest_and_lists_the_skipped(trained, tmp_path, run_cli,
+                                                                workers) -> None:
+    photos = _photos(tmp_path / "in", bad=True)
+    out = tmp_path / "out"
+    done = run_cli("predict", "--checkpoint", str(trained / "checkpoints" / "last.pt"),
+                   "--out", str(out), "--workers", workers, "--batch-size", "2", "--skip-bad",
+                   str(photos))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.glob("*.png")) == [f"photo{i}.png" for i in range(3)]
+    assert "skipped 2 images that could not be read" in done.stderr, done.stderr
+    for name in ("cut_late.png", "cut_early.png"):
+        assert str(photos / name) in done.stderr, done.stderr
+    assert "wrote 3 masks" in done.stderr
+    assert "[ WARN" not in done.stderr + done.stdout, done.stderr
+    assert "libpng" not in done.stderr + done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_predict_stays_strict_without_skip_bad_and_prints_no_third_party_line(
+        trained, tmp_path, run_cli, workers) -> None:
+    photos = _photos(tmp_path / "in", bad=True)
+    done = run_cli("predict", "--checkpoint", str(trained / "checkpoints" / "last.pt"),
+                   "--out", str(tmp_path / "out"), "--workers", workers, str(photos))
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "error: " in last and "cut_" in last and "--skip-bad" in last, last
+    assert "[ WARN" not in done.stderr + done.stdout and "libpng" not in done.stderr
+
+
+def test_check_data_full_on_a_truncated_png_prints_no_warn_line(data_root, tmp_path) -> None:
+    """A fresh ``python -m sodkit`` process (OpenCV imported by sodkit itself)."""
+    copy = tmp_path / "data"
+    subprocess.run(["cp", "-r", str(data_root), str(copy)], check=True)
+    image = sorted((copy / "DUTS-TE" / "DUTS-TE-Image").iterdir())[0]
+    cv2.imwrite(str(image.with_suffix(".png")), cv2.imread(str(image)))
+    data = image.with_suffix(".png").read_bytes()
+    image.unlink()
+    image.with_suffix(".png").write_bytes(data[: len(data) * 3 // 10])
+    done = subprocess.run(
+        [sys.executable, "-m", "sodkit", "check-data", str(ROOT / "configs" / "demo.yaml"),
+         f"data_root={copy}", "data.train=[{preset: duts-tr}]", "data.test=[{preset: duts-te}]",
+         "--full"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert image.stem in done.stdout + done.stderr
+    assert "[ WARN" not in done.stdout + done.stderr, done.stderr
+    assert "libpng" not in done.stdout + done.stderr, done.stderr
+
+
+def test_one_epoch_numbering_in_the_log(trained) -> None:
+    """Every line that says where the run stands says it as ``epoch E/N step S/T``, E counted
+    from 1 and the epoch of step S: a save names the same position as the progress line of
+    its step (no ``(epoch 1, step 4)`` beside ``epoch 2/2``)."""
+    log = (trained / "train.log").read_text()
+    said = re.findall(r"epoch (\d+)/(\d+) step (\d+)/(\d+)", log)
+    saves = re.findall(r"saved \S+ \(epoch (\d+)/(\d+) step (\d+)/(\d+)\)", log)
+    assert saves and said, log
+    assert not re.search(r"epoch \d+, step", log), log
+    steps_per_epoch = int(said[0][3]) // int(said[0][1])
+    for epoch, _, step, _ in said:
+        assert int(epoch) == -(-int(step) // steps_per_epoch), (epoch, step)
+    progress = {s[2]: s for s in said if s not in saves}
+    for save in saves:
+        assert save[2] not in progress or progress[save[2]] == save
