@@ -15,6 +15,7 @@ import pytest
 
 from sodkit.cli import main
 from sodkit.text import noun_for, plural
+from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,3 +137,71 @@ def test_one_epoch_numbering_in_the_log(trained) -> None:
     progress = {s[2]: s for s in said if s not in saves}
     for save in saves:
         assert save[2] not in progress or progress[save[2]] == save
+
+
+# ------------------------------------------------------------------ dataset names
+def test_a_preset_pointed_at_another_root_takes_the_root_name(data_root, tmp_path) -> None:
+    from sodkit.config.schema import DatasetCfg
+    from sodkit.data.datasets import resolve_dataset
+
+    mine = tmp_path / "MY-TR"
+    subprocess.run(["cp", "-r", str(data_root / "DUTS-TR"), str(mine)], check=True)
+    (tmp_path / "duts-tr").symlink_to(mine)
+    named = {cfg.root: resolve_dataset(cfg, str(tmp_path)).name for cfg in [
+        DatasetCfg(preset="duts-tr", root="MY-TR"),
+        DatasetCfg(preset="duts-tr", root="duts-tr"),  # the preset's own name, its spelling
+        DatasetCfg(preset="duts-tr", root=str(data_root / "DUTS-TR")),
+    ]}
+    assert named == {"MY-TR": "MY-TR", "duts-tr": "DUTS-TR",
+                     str(data_root / "DUTS-TR"): "DUTS-TR"}
+    given = DatasetCfg(preset="duts-tr", root="MY-TR", name="mine")
+    assert resolve_dataset(given, str(tmp_path)).name == "mine"
+
+
+def test_results_json_names_a_preset_dataset_after_its_root(trained, data_root, tmp_path,
+                                                            run_cli) -> None:
+    other = tmp_path / "MY-TE"
+    subprocess.run(["cp", "-r", str(data_root / "DUTS-TE"), str(other)], check=True)
+    out = tmp_path / "out"
+    done = run_cli("test", str(ROOT / "configs" / "demo.yaml"),
+                   *tiny_overrides(data_root, tmp_path, "x"),
+                   f"data.test=[{{preset: duts-te, root: {other}}}]",
+                   "--checkpoint", str(trained / "checkpoints" / "last.pt"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    import json
+
+    assert list(json.loads((out / "results.json").read_text())) == ["MY-TE"]
+
+
+def test_eval_names_a_generic_gt_folder_after_its_parent(trained, data_root, tmp_path,
+                                                         run_cli) -> None:
+    """``--gt .../ECSSD/masks`` is ECSSD; ``DUTS-TE/DUTS-TE-Mask`` is DUTS-TE; the log says so."""
+    ecssd = tmp_path / "ECSSD" / "masks"
+    ecssd.parent.mkdir()
+    subprocess.run(["cp", "-r", str(data_root / "DUTS-TE" / "DUTS-TE-Mask"), str(ecssd)],
+                   check=True)
+    preds = trained / "predictions" / "DUTS-TE"
+    import json
+
+    for gt, name in [(ecssd, "ECSSD"), (data_root / "DUTS-TE" / "DUTS-TE-Mask", "DUTS-TE")]:
+        out = tmp_path / f"out-{name}"
+        done = run_cli("eval", "--gt", str(gt), "--pred", f"ours={preds}", "--out", str(out),
+                       "--workers", "1")
+        assert done.returncode == 0, done.stderr
+        assert f"dataset {name}: the GT folder {gt}" in done.stderr, done.stderr
+        assert name in json.loads((out / "evaluation.json").read_text())["datasets"]
+        assert f"\n{name}\n" in done.stdout, done.stdout
+
+
+def test_results_md_holds_the_paper_metrics_and_csv_all(trained) -> None:
+    """The run's results.md: a row per test set, the 9 standard columns (not 30-odd with
+    maxBER and the like); results.csv and results.json keep every metric."""
+    import json
+
+    header = (trained / "results.md").read_text().splitlines()[0]
+    assert header == ("| dataset | MAE | Smeasure | wFmeasure | maxFm | meanFm | adpFm | maxEm "
+                      "| meanEm | adpEm |")
+    every = json.loads((trained / "results.json").read_text())["DUTS-TE"]
+    assert "maxBER" in every and len(every) > 20
+    csv_header = (trained / "results.csv").read_text().splitlines()[0].split(",")
+    assert len(csv_header) == len(every) + 1

@@ -98,9 +98,17 @@ def _split(spec: str, what: str) -> tuple[str | None, Path]:
 
 
 def _default_name(folder: Path, what: str) -> str:
+    """A method is named after its folder; a dataset after its GT folder, or the folder above
+    when that says what it holds rather than which dataset (``data/ECSSD/Mask``: ECSSD)."""
+    from ..folder_names import dataset_name
     from ..paths import check_name
 
-    return check_name(folder.resolve().name, f"--{what} {folder} (the folder's name)", "ours")
+    name = dataset_name(folder) if what == "gt" else folder.resolve().name
+    checked = check_name(name, f"--{what} {folder} (the folder's name)", "ours")
+    if what == "gt":
+        logger.info("dataset %s: the GT folder %s (--gt NAME=DIR names it otherwise)", checked,
+                    folder)
+    return checked
 
 
 def _listed(stems: Iterable[str]) -> str:

@@ -23,6 +23,7 @@ from torch.utils.data import Dataset
 from ..config.loader import ConfigError
 from ..config.schema import DatasetCfg
 from ..errors import DataError
+from ..folder_names import dataset_name
 from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask
 from ..output_names import check_dataset_name
 from ..text import plural
@@ -55,9 +56,8 @@ def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> 
             raise ConfigError(f"{where}.preset: unknown dataset preset {cfg.preset!r}{hint} "
                               f"(presets: {', '.join(PRESETS.names())})")
         preset = get_preset(cfg.preset)
-        root = root or preset.default_root()
-        name = name or preset.name
-        root_path = _absolute(root, data_root)
+        root_path = _absolute(root or preset.default_root(), data_root)
+        name = name or (_root_name(root_path, preset.name) if root else preset.name)
         layout = _pick_layout(root_path, preset.layouts, image_dir, mask_dir)
         image_dir, mask_dir = image_dir or layout[0], mask_dir or layout[1]
     else:
@@ -70,9 +70,17 @@ def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> 
     list_file = cfg.list_file
     if list_file:
         list_file = str(_absolute(list_file, str(root_path)))
-    name = check_dataset_name(name or root_path.name, f"{where}.name", "ECSSD", ConfigError)
+    name = name or dataset_name(root_path)
+    name = check_dataset_name(name, f"{where}.name", "ECSSD", ConfigError)
     return dataclasses.replace(cfg, name=name, root=str(root_path),
                                image_dir=image_dir, mask_dir=mask_dir, list_file=list_file)
+
+
+def _root_name(root: Path, preset_name: str) -> str:
+    """A preset pointed at another root is named after it (``{preset: duts-tr, root: MY-TR}``
+    is ``MY-TR``), in the preset's spelling when it is the preset's own name (``duts-tr``)."""
+    name = dataset_name(root)
+    return preset_name if name.lower() == preset_name.lower() else name
 
 
 def _absolute(path: str, base: str) -> Path:
