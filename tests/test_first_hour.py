@@ -205,3 +205,27 @@ def test_results_md_holds_the_paper_metrics_and_csv_all(trained) -> None:
     assert "maxBER" in every and len(every) > 20
     csv_header = (trained / "results.csv").read_text().splitlines()[0].split(",")
     assert len(csv_header) == len(every) + 1
+
+
+def test_readme_quick_start_reaches_predict_on_own_photos(trained, tmp_path, run_cli) -> None:
+    """The README's commands after ``make demo``, word for word: ``sodkit`` is put on the PATH
+    first (it lives in .venv/bin, which the Makefile fills), then ``sodkit predict`` runs on a
+    folder of photos with the demo's checkpoint (here the test run's)."""
+    import shlex
+
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", quick, re.S)
+    lines = [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()]
+    first_sodkit = next(i for i, line in enumerate(lines) if line.startswith("sodkit "))
+    assert ". .venv/bin/activate" in lines[:first_sodkit], lines
+    assert "$(BIN)/pip install" in (ROOT / "Makefile").read_text()  # .venv/bin/sodkit
+    words = shlex.split(lines[first_sodkit])
+    assert words[:2] == ["sodkit", "predict"], words
+    photos = _photos(tmp_path / "photos", bad=False)
+    where = {"output/demo/checkpoints/best.pt": str(trained / "checkpoints" / "best.pt"),
+             "my_masks": str(tmp_path / "my_masks"), "path/to/photos": str(photos)}
+    assert set(where) <= set(words), words
+    done = run_cli(*[where.get(word, word) for word in words[1:]])
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "my_masks").glob("*.png"))) == 3
