@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,4 +49,11 @@ def test_bench_speed_names_a_bottleneck(tmp_path: Path, capsys) -> None:
         assert row[key] > 0, key
     assert row["bottleneck"] in ("loader", "step")
     assert [len(row["rounds"][k]) for k in ("loader", "step", "loop", "eval")] == [2, 2, 2, 1]
-    assert "bottleneck:" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "bottleneck:" in said.out
+    # what it will run and how long, said before it runs (#28), on stderr beside the table
+    plan, estimate = said.err.splitlines()[:2]
+    assert plan.startswith("bench speed: 2 rounds of 2 steps each of the loader alone"), plan
+    assert "one evaluation (DUTS-TE)" in plan, plan
+    assert re.fullmatch(r"estimate: about \d+:\d\d:\d\d \(h:mm:ss; one training step took "
+                        r"\d+\.\d\d s, one loader batch \d+\.\d\d s\)", estimate), estimate
