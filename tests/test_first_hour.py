@@ -229,3 +229,31 @@ def test_readme_quick_start_reaches_predict_on_own_photos(trained, tmp_path, run
     done = run_cli(*[where.get(word, word) for word in words[1:]])
     assert done.returncode == 0, done.stderr
     assert len(list((tmp_path / "my_masks").glob("*.png"))) == 3
+
+
+def test_samples_png_has_column_titles_and_scores_per_row(trained) -> None:
+    """samples.png: a title band over image | GT | prediction and, right of each row, its name,
+    MAE and S-measure, the same as results_per_image.csv; the PNG's text says it too."""
+    import csv
+
+    from PIL import Image
+
+    with Image.open(trained / "samples.png") as image:
+        text, pixels = dict(image.text), np.asarray(image.convert("RGB"))
+    assert text["Columns"] == "image | GT | prediction"
+    rows = text["Rows"].splitlines()
+    assert len(rows) == 3, rows  # eval.num_samples=3 in tiny_overrides
+    with open(trained / "results_per_image.csv", newline="") as handle:
+        scores = {row["stem"]: row for row in csv.DictReader(handle)}
+    for line in rows:
+        match = re.fullmatch(r"DUTS-TE/(\S+): MAE (\d\.\d{4}), Smeasure (\d\.\d{4})", line)
+        assert match, line
+        assert float(match[2]) == pytest.approx(float(scores[match[1]]["MAE"]), abs=5e-5)
+        assert float(match[3]) == pytest.approx(float(scores[match[1]]["Smeasure"]), abs=5e-5)
+    tile, gap, header = 64, 2, 22  # data.size=64
+    grid_h, grid_w = 3 * tile + 2 * gap, 3 * tile + 2 * gap
+    assert pixels.shape[0] == header + grid_h and pixels.shape[1] > grid_w + 40, pixels.shape
+    for column in range(3):  # a title drawn over each column, a score beside each row
+        x = column * (tile + gap)
+        assert (pixels[:header, x: x + tile] < 128).any(), column
+    assert (pixels[header:, grid_w:] < 128).any()
