@@ -257,3 +257,44 @@ def test_samples_png_has_column_titles_and_scores_per_row(trained) -> None:
         x = column * (tile + gap)
         assert (pixels[:header, x: x + tile] < 128).any(), column
     assert (pixels[header:, grid_w:] < 128).any()
+
+
+# ------------------------------------------------------------------ the report
+def test_report_marks_ranks_without_the_colours_of_the_curves() -> None:
+    """Rank marks are bold / underline / italic: on the page, a colour means a line of a plot."""
+    from sodkit.report import html
+
+    rules = dict(re.findall(r"\.(rank\d)\{([^}]*)\}", html._STYLE))
+    assert sorted(rules) == ["rank1", "rank2", "rank3"]
+    assert not any("color" in rule for rule in rules.values()), rules
+    assert len(set(rules.values())) == 3
+    table = html.comparison_table({"a": {"X": {"MAE": 0.1}}, "b": {"X": {"MAE": 0.2}}},
+                                  ["X"], ["MAE"])
+    assert "first in bold" in table and "second underlined" in table
+    assert re.search(r'<td[^>]*class="rank1"[^>]*>0\.1000', table), table
+
+
+def test_lr_plot_draws_identical_groups_once_and_says_so() -> None:
+    from sodkit.report.figures import training_figure, training_lines
+
+    points = [(1, 0.01), (2, 0.02), (3, 0.01)]
+    series = {"loss/loss": [(1, 0.9), (2, 0.5), (3, 0.4)], "lr/backbone": points,
+              "lr/decoder": list(points), "lr/head": list(points), "lr/other": [(1, 0.1)] * 3}
+    losses, rates = training_lines(series)
+    assert [label for label, _ in losses] == ["loss"]
+    assert [label for label, _ in rates] == ["backbone, decoder, head (identical)", "other"]
+    figure = training_figure(series)
+    lr_axes = figure.axes[1]
+    assert len(lr_axes.lines) == 2
+    legend = [text.get_text() for text in lr_axes.get_legend().get_texts()]
+    assert legend == ["backbone, decoder, head (identical)", "other"]
+
+
+def test_training_plot_of_a_single_step_shows_the_point_and_its_value() -> None:
+    from sodkit.report.figures import training_figure
+
+    figure = training_figure({"loss/loss": [(1, 0.6931)], "lr/all": [(1, 0.001)]})
+    for axes, value in zip(figure.axes, ("0.6931", "0.001"), strict=True):
+        (line,) = axes.lines
+        assert line.get_marker() == "o" and list(line.get_xdata()) == [1]
+        assert [text.get_text() for text in axes.texts] == [value]
