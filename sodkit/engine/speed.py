@@ -178,9 +178,9 @@ def speed_table(r: dict[str, Any]) -> str:
            if r["bottleneck"] == "loader" else
            "the training step (compute): the loader keeps up")
     return "\n".join([
-        f"batch {r['batch']} x {r['size']}px, {r['steps']} steps x {len(r['rounds']['step'])} "
-        f"interleaved rounds (medians), data.num_workers {r['workers']}, {r['threads']} compute "
-        "threads", "",
+        f"batch {r['batch']} x {r['size']}px, {plural(r['steps'], 'step')} x "
+        f"{plural(len(r['rounds']['step']), 'interleaved round')} (medians), "
+        f"data.num_workers {r['workers']}, {plural(r['threads'], 'compute thread')}", "",
         "| part | images/s |", "|---|---:|",
         f"| loader alone | {r['loader']:.1f} |",
         f"| training step on in-memory tensors | {r['step']:.1f} |",

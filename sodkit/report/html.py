@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..text import noun_for, plural
 from .confine import Reach
 from .figures import curves_uri, thumbnail_uri, training_uri
 from .ranking import column_ranks, lower_is_better
@@ -234,7 +235,8 @@ def notes(sources: Sequence[Source]) -> str:
                          f"its evaluation recorded: {_listed(outside)}.</li>")
         skipped = list(dict.fromkeys(source.reach.skipped))
         if skipped:
-            parts.append(f"<li>{len(skipped)} files named in {_e(source.folder)} were not read: "
+            parts.append(f"<li>{plural(len(skipped), 'file')} named in {_e(source.folder)} "
+                         f"{noun_for(len(skipped), 'was')} not read: "
                          f"they lie outside it and outside the input folders its evaluation "
                          f"recorded: {_listed(skipped)}.</li>")
         source.reach.warn()
