@@ -50,6 +50,13 @@ def test_plural_says_one_mask_and_two_masks() -> None:
     assert noun_for(1, "is") == "is" and noun_for(4, "is") == "are"
 
 
+def test_training_log_counts_in_the_right_number(trained) -> None:
+    log = (trained / "train.log").read_text()
+    assert "(4 per process x 1 accumulated x 1 process)" in log, log
+    assert "4 steps/epoch x 2 epochs" in log and "train images 16" in log
+    assert not re.search(r"\b1 (processes|masks|pairs|images|epochs|files|cores)\b", log), log
+
+
 def _photos(folder: Path, bad: bool) -> Path:
     """Three readable photos, and with ``bad`` two truncated PNGs: one cut in its pixel data
     (libpng's "PNG input buffer is incomplete"), one cut early (OpenCV's [ WARN ...] line)."""

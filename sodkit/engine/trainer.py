@@ -399,11 +399,11 @@ class Trainer:
             self.runtime.world_size, self.cfg.runtime.precision,
         )
         logger.info(
-            "train images %d, global batch %d (%d per process x %d accumulated x %d processes), "
-            "%d steps/epoch x %d epochs; test sets: %s",
+            "train images %d, global batch %d (%d per process x %d accumulated x %s), "
+            "%d steps/epoch x %s; test sets: %s",
             len(self.train_loader.dataset), self.global_batch, self.cfg.data.batch_size,
-            self.cfg.train.accumulate, self.runtime.world_size, self.steps_per_epoch,
-            self.cfg.train.epochs, sizes or "none",
+            self.cfg.train.accumulate, plural(self.runtime.world_size, "process"),
+            self.steps_per_epoch, plural(self.cfg.train.epochs, "epoch"), sizes or "none",
         )
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
                         for i, g in enumerate(self.optimizer.param_groups))
