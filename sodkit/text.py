@@ -5,7 +5,7 @@ message reads "wrote 1 masks" (#28)."""
 from __future__ import annotations
 
 # words whose plural the rules below do not give
-_IRREGULAR = {"is": "are", "has": "have", "was": "were"}
+_IRREGULAR = {"is": "are", "has": "have", "was": "were", "epoch": "epochs"}
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:

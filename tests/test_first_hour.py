@@ -48,6 +48,7 @@ def test_plural_says_one_mask_and_two_masks() -> None:
     assert plural(2, "worker process") == "2 worker processes"
     assert plural(3, "process") == "3 processes" and plural(1, "process") == "1 process"
     assert noun_for(1, "is") == "is" and noun_for(4, "is") == "are"
+    assert plural(2, "epoch") == "2 epochs" and plural(2, "batch") == "2 batches"
 
 
 def test_training_log_counts_in_the_right_number(trained) -> None:
