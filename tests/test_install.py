@@ -40,3 +40,28 @@ def test_editable_install_prints_no_backend_warning(tmp_path: Path) -> None:
         pth = [n for n in archive.namelist() if n.endswith(".pth")]
         assert len(pth) == 1, archive.namelist()
         assert archive.read(pth[0]).decode().strip() == str(project.resolve())
+
+
+def test_make_passes_torch_index_and_pip_extra_to_pip(tmp_path: Path) -> None:
+    """`make demo TORCH_INDEX=URL` installs torch and torchvision from URL before sodkit (a
+    CPU-only torch from the PyTorch CPU wheel index), and PIP_EXTRA reaches every pip install;
+    without TORCH_INDEX no other index is asked (a machine that reaches PyPI only installs as
+    before). `make -n` prints the commands without running them."""
+    venv = tmp_path / "venv"
+
+    def planned(*settings: str) -> str:
+        done = subprocess.run(["make", "-n", "demo", f"VENV={venv}", *settings], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    index = "https://download.pytorch.org/whl/cpu"
+    plan = planned(f"TORCH_INDEX={index}", "PIP_EXTRA=--no-cache-dir")
+    torch_line = next(line for line in plan.splitlines() if "--index-url" in line)
+    assert f'--index-url "{index}" "torch>=2.4" "torchvision>=0.19"' in torch_line
+    assert "--no-cache-dir" in torch_line
+    installs = [line for line in plan.splitlines() if "/pip install" in line]
+    assert installs and all("--no-cache-dir" in line for line in installs), installs
+    assert plan.index(torch_line) < plan.index(f"{venv}/bin/pip install -q --no-cache-dir -e .")
+    default = planned()
+    assert 'if [ -n "" ]' in default and f"TORCH_INDEX={index}" in default  # only the hint
