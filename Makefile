@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Where torch and torchvision come from. Empty: the default index (PyPI: on Linux, the CUDA build,
 # about 6 GB installed). On a machine without an NVIDIA GPU, the PyTorch CPU wheel index installs
-# a CPU-only torch of a few hundred MB:  make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# a CPU-only torch (0.7 GB installed):  make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 # More pip options for every install, e.g. PIP_EXTRA="--index-url https://mirror.example/simple"
 PIP_EXTRA ?=
