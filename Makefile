@@ -4,6 +4,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Where torch and torchvision come from. Empty: the default index (PyPI: on Linux, the CUDA build,
+# about 6 GB installed). On a machine without an NVIDIA GPU, the PyTorch CPU wheel index installs
+# a CPU-only torch (0.7 GB installed):  make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+# More pip options for every install, e.g. PIP_EXTRA="--index-url https://mirror.example/simple"
+PIP_EXTRA ?=
+CPU_INDEX := https://download.pytorch.org/whl/cpu
 
 .PHONY: demo test test-fast lint clean
 
@@ -25,12 +32,19 @@ lint: $(VENV)/.installed-test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q $(PIP_EXTRA) --upgrade pip
+	@if [ -n "$(TORCH_INDEX)" ]; then \
+	    echo "torch and torchvision from $(TORCH_INDEX)"; \
+	    $(BIN)/pip install -q $(PIP_EXTRA) --index-url "$(TORCH_INDEX)" "torch>=2.4" "torchvision>=0.19"; \
+	elif [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1; then \
+	    echo "note: no NVIDIA GPU found: torch comes from the default index (CUDA build, ~6 GB);" \
+	         "for a CPU-only one: rm -rf $(VENV) && make $(MAKECMDGOALS) TORCH_INDEX=$(CPU_INDEX)"; \
+	fi
+	$(BIN)/pip install -q $(PIP_EXTRA) -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q -e ".[test,export]"
+	$(BIN)/pip install -q $(PIP_EXTRA) -e ".[test,export]"
 	touch $@
 
 clean:

@@ -192,6 +192,9 @@ def _read_raw(path: str | Path) -> np.ndarray:
         array = decode_grey(encoded, path)  # the usual mask, several times faster than OpenCV
         if array is not None:
             return array  # its chunks hold no orientation
+        if b"?" in _png_chunks(encoded):  # ends before IEND: libpng would print its own line
+            raise DataError(f"cannot decode image file {path}: truncated (the PNG ends before "
+                            f"its last chunk); replace or remove it")
     header = read_header(encoded, path) if encoded else None
     data = np.frombuffer(encoded, dtype=np.uint8)
     array = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None

@@ -35,6 +35,7 @@ import cv2
 import numpy as np
 
 from .errors import DataError
+from .text import noun_for, plural
 
 LABELS = "0/1 label maps: read as 0/255"
 WIDE = "16-bit masks holding 0..255: read as 8-bit values"
@@ -123,4 +124,5 @@ def log_notes(label: str) -> None:
     """Log, once per folder and kind, the conversions counted since :func:`take_notes` was last
     called: ``LABEL: FOLDER: 37 masks are 0/1 label maps: read as 0/255``."""
     for (folder, kind), count in sorted(take_notes().items()):
-        logger.warning("%s: %s: %d masks are %s", label, folder, count, kind)
+        logger.warning("%s: %s: %s %s %s", label, folder, plural(count, "mask"),
+                       noun_for(count, "is"), kind)

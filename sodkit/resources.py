@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 import os
 
+from .text import plural
+
 MAX_AUTO_WORKERS = 8
 WORKERS_PER_CORE = 2
 
@@ -66,6 +68,6 @@ def cap_workers(requested: int, work: int | None = None, what: str | None = None
     capped = min(requested, WORKERS_PER_CORE * cores, requested if work is None else max(work, 1))
     if capped < requested and what is not None:
         work_text = "" if work is None else f"one per item of work ({work}) and "
-        logger.info("%s %d: using %d (at most %s%d per core, %d cores)", what, requested,
-                    capped, work_text, WORKERS_PER_CORE, cores)
+        logger.info("%s %d: using %d (at most %s%d per core, %s)", what, requested,
+                    capped, work_text, WORKERS_PER_CORE, plural(cores, "core"))
     return capped

@@ -57,3 +57,48 @@ def encode_rgb(image: np.ndarray) -> bytes:
 def write_rgb(path, image: np.ndarray) -> None:
     """Write a uint8 RGB image (PNG)."""
     Path(path).write_bytes(encode_rgb(image))
+
+
+_FONT = cv2.FONT_HERSHEY_SIMPLEX
+_SCALE, _LINE = 0.4, 14  # text size and line height in pixels
+SAMPLE_COLUMNS = ("image", "GT", "prediction")
+
+
+def _put(canvas: np.ndarray, text: str, x: int, y: int) -> None:
+    cv2.putText(canvas, text, (x, y), _FONT, _SCALE, (0, 0, 0), 1, cv2.LINE_AA)
+
+
+def labelled_grid(rows: Sequence[Sequence[np.ndarray]], titles: Sequence[str],
+                  labels: Sequence[Sequence[str]], gap: int = 2) -> np.ndarray:
+    """:func:`make_grid` with a title over each column and, right of each row, its lines of
+    ``labels`` (a name and its scores), so that ``samples.png`` reads without the docs (#28)."""
+    grid = make_grid(rows, gap)
+    tile_h, tile_w = rows[0][0].shape[:2]
+    header = _LINE + 8
+    widest = max((cv2.getTextSize(t, _FONT, _SCALE, 1)[0][0] for row in labels for t in row),
+                 default=0)
+    side = widest + 12 if widest else 0
+    canvas = np.full((grid.shape[0] + header, grid.shape[1] + side, 3), 255, np.uint8)
+    canvas[header:, : grid.shape[1]] = grid
+    for j, title in enumerate(titles):
+        width = cv2.getTextSize(title, _FONT, _SCALE, 1)[0][0]
+        _put(canvas, title, j * (tile_w + gap) + max((tile_w - width) // 2, 0), header - 7)
+    for i, lines in enumerate(labels):
+        top = header + i * (tile_h + gap)
+        for k, line in enumerate(lines):
+            _put(canvas, line, grid.shape[1] + 8, top + (k + 1) * _LINE)
+    return canvas
+
+
+def png_with_text(png: bytes, text: dict[str, str]) -> bytes:
+    """``png`` with ``text`` as tEXt chunks after its header (Latin-1 keys and values), so that
+    what an image shows in pixels can also be read back as text (image viewers, tests)."""
+    import zlib
+
+    chunks = b""
+    for key, value in text.items():
+        data = b"tEXt" + key.encode("latin-1") + b"\0" + value.encode("latin-1", "replace")
+        chunks += (len(data) - 4).to_bytes(4, "big") + data + \
+            zlib.crc32(data).to_bytes(4, "big")
+    end_of_header = 8 + 25  # signature, then the IHDR chunk (4 + 4 + 13 + 4 bytes)
+    return png[:end_of_header] + chunks + png[end_of_header:]

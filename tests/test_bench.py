@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,4 +49,48 @@ def test_bench_speed_names_a_bottleneck(tmp_path: Path, capsys) -> None:
         assert row[key] > 0, key
     assert row["bottleneck"] in ("loader", "step")
     assert [len(row["rounds"][k]) for k in ("loader", "step", "loop", "eval")] == [2, 2, 2, 1]
-    assert "bottleneck:" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "bottleneck:" in said.out
+    # what it will run and how long, said before it runs (#28), on stderr beside the table
+    plan, estimate = said.err.splitlines()[:2]
+    assert plan.startswith("bench speed: 2 rounds of 2 steps each of the loader alone"), plan
+    assert "one evaluation (DUTS-TE)" in plan, plan
+    assert re.fullmatch(r"estimate: about \d+:\d\d:\d\d \(h:mm:ss; one training step took "
+                        r"\d+\.\d\d s, one loader batch \d+\.\d\d s\)", estimate), estimate
+
+
+def test_bench_speed_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal (a pseudo-terminal with a size here), a tqdm bar counts the parts measured
+    (3 per round and the evaluation), after the plan and the estimate (#28)."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    data = write_duts_layout(tmp_path / "data", n_train=8, n_test=2)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    command = [sys.executable, "-m", "sodkit", "bench", "speed",
+               str(ROOT / "configs" / "demo.yaml"), *TINY, f"data_root={data}",
+               "data.train=[{preset: duts-tr}]", "data.test=[{preset: duts-te}]",
+               "--steps", "1", "--rounds", "2"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=slave,
+                            stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the command ended and closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait(timeout=600) == 0, seen[-3000:]
+    text = seen.decode(errors="replace")
+    assert text.index("bench speed: 2 rounds") < text.index("estimate: about") \
+        < text.index("round 1/2: loader"), text[-3000:]
+    assert "round 2/2: loop" in text and "7/7 [" in text, text[-3000:]

@@ -91,8 +91,12 @@ def test_list_file_restricts_stems(tmp_path: Path) -> None:
 
 
 def test_preset_resolves_with_defaults() -> None:
+    # a preset given another root takes the root's name (#28), the preset's at its own name
     cfg = resolve_dataset(DatasetCfg(preset="ecssd", root="/x"), "/data")
-    assert (cfg.name, cfg.root, cfg.image_dir, cfg.mask_dir) == ("ECSSD", "/x", "Image", "Mask")
+    assert (cfg.name, cfg.root, cfg.image_dir, cfg.mask_dir) == ("x", "/x", "Image", "Mask")
+    cfg = resolve_dataset(DatasetCfg(preset="ecssd", root="/elsewhere/ecssd"), "/data")
+    assert (cfg.name, cfg.root, cfg.image_dir, cfg.mask_dir) == \
+        ("ECSSD", "/elsewhere/ecssd", "Image", "Mask")
     cfg = resolve_dataset(DatasetCfg(preset="duts-tr"), "/data")
     assert cfg.root == "/data/DUTS-TR" and cfg.image_dir == "DUTS-TR-Image"
     cfg = resolve_dataset(DatasetCfg(preset="duts-te", name="mine", mask_dir="M"), "/data")

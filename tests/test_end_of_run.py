@@ -138,7 +138,7 @@ def test_a_failure_in_the_final_evaluation_names_it_and_keeps_the_trained_state(
         assert train(copy, tmp_path, *one_epoch) == 2
     message = capsys.readouterr().err.strip().splitlines()[-1]
     assert gt.name in message and "Training is not lost" in message, message
-    assert "checkpoints/last.pt (epoch 1, step 4)" in message, message
+    assert "checkpoints/last.pt (epoch 1/1 step 4/4)" in message, message
     assert checkpoint(tmp_path / "r")["evaluated"] == 0
     gt.write_bytes(good)
     caplog.clear()

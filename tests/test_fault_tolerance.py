@@ -203,7 +203,7 @@ def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp
     assert "exitcode: -9" in output or "Connection closed by peer" in output, output[-3000:]
     assert "no checkpoint" in output  # the first attempt started afresh
     log = (tmp_path / "hit" / "train.log").read_text()
-    assert "resumed from" in log and "at epoch 0, step 4" in log
+    assert "resumed from" in log and "at epoch 1/2 step 4/16" in log
     assert (tmp_path / "hit" / "results.json").read_text() == \
         (calm_elastic / "results.json").read_text()
     assert_same_training_state(

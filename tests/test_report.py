@@ -29,9 +29,11 @@ def test_write_results_json_md_csv(tmp_path: Path):
     assert loaded["ECSSD"] == {"zeta": 0.5, "maxFm": 0.9, "MAE": 0.04}
     assert math.isnan(loaded["DUTS-TE"]["Smeasure"])
     lines = (tmp_path / "run" / "results.md").read_text().splitlines()
-    assert lines[0] == "| dataset | MAE | Smeasure | maxFm | zeta |"
-    assert lines[2] == "| ECSSD | 0.0400 |  | 0.9000 | 0.5000 |"
-    assert lines[3] == "| DUTS-TE | 0.0500 | nan |  |  |"
+    # Markdown is for reading: the standard metrics only (#28); every metric is in JSON and CSV
+    assert lines[0] == "| dataset | MAE | Smeasure | maxFm |"
+    assert lines[2] == "| ECSSD | 0.0400 |  | 0.9000 |"
+    assert lines[3] == "| DUTS-TE | 0.0500 | nan |  |"
+    assert lines[5] == "The standard metrics; all 4 are in results.csv and results.json."
     with open(tmp_path / "run" / "results.csv", newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == ["dataset", "MAE", "Smeasure", "maxFm", "zeta"]

@@ -125,13 +125,14 @@ def test_a_report_shows_the_dataset_images_its_evaluation_recorded(tmp_path):
 
 
 def test_eval_records_its_input_folders_and_the_report_shows_them(tmp_path):
-    gt, pred = tmp_path / "gt", tmp_path / "preds" / "ours"
+    # a GT folder of its own name ("gt" would name the dataset after the folder above: #28)
+    gt, pred = tmp_path / "truth", tmp_path / "preds" / "ours"
     picture(gt / "a.png", 255)
     picture(pred / "a.png", 120)
     assert main(["eval", "--gt", str(gt), "--pred", f"ours={pred}", "--out",
                  str(tmp_path / "ev")]) == 0
     manifest = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
-    assert sorted(manifest["inputs"]["gt"]) == sorted([str(gt.resolve()), str(pred.resolve())])
+    assert sorted(manifest["inputs"]["truth"]) == sorted([str(gt.resolve()), str(pred.resolve())])
     out = tmp_path / "page.html"
     assert main(["report", str(tmp_path / "ev"), "--out", str(out)]) == 0
     page = out.read_text()

@@ -17,6 +17,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..errors import UserError
+from ..text import plural
 from ..torchfile import read_weights_only
 
 log = logging.getLogger(__name__)
@@ -102,11 +103,11 @@ def load_matching(model: nn.Module, path: str | Path, model_name: str = "") -> d
     if missing or mismatched:  # half-loaded backbones train, but not as the user expects
         raise UserError(
             f"model.pretrained: {path} does not fit timm model {model_name!r}: "
-            f"{len(to_load)} of {len(model_sd)} tensors match, {len(absent)} missing from the "
-            f"file (e.g. {absent[:3]}), "
+            f"{len(to_load)} of {plural(len(model_sd), 'tensor')} match, {len(absent)} missing "
+            f"from the file (e.g. {absent[:3]}), "
             f"{len(mismatched)} with other shapes (e.g. {mismatched[:2]}), "
-            f"{len(unused)} file tensors unused")
+            f"{plural(len(unused), 'file tensor')} unused")
     model.load_state_dict(to_load, strict=False)
-    log.info("pretrained %s: loaded %d/%d tensors; %d file tensors unused (e.g. %s)",
-             path, len(to_load), len(model_sd), len(unused), unused[:3])
+    log.info("pretrained %s: loaded %d/%s; %s unused (e.g. %s)", path, len(to_load),
+             plural(len(model_sd), "tensor"), plural(len(unused), "file tensor"), unused[:3])
     return counts

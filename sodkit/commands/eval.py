@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
+from ..text import noun_for, plural
 from ._common import int_in, user_path
 
 if TYPE_CHECKING:
@@ -97,9 +98,17 @@ def _split(spec: str, what: str) -> tuple[str | None, Path]:
 
 
 def _default_name(folder: Path, what: str) -> str:
+    """A method is named after its folder; a dataset after its GT folder, or the folder above
+    when that says what it holds rather than which dataset (``data/ECSSD/Mask``: ECSSD)."""
+    from ..folder_names import dataset_name
     from ..paths import check_name
 
-    return check_name(folder.resolve().name, f"--{what} {folder} (the folder's name)", "ours")
+    name = dataset_name(folder) if what == "gt" else folder.resolve().name
+    checked = check_name(name, f"--{what} {folder} (the folder's name)", "ours")
+    if what == "gt":
+        logger.info("dataset %s: the GT folder %s (--gt NAME=DIR names it otherwise)", checked,
+                    folder)
+    return checked
 
 
 def _listed(stems: Iterable[str]) -> str:
@@ -151,11 +160,13 @@ def _pair(job: Job, method: Method, dataset: str | None) -> None:
     if missing:
         wrapped = (f" (named {naming.prefix}<stem>{naming.suffix})"
                    if naming.prefix or naming.suffix else "")
-        raise DataError(f"method {method.name!r}: {len(missing)} of {len(job.gts)} predictions "
+        raise DataError(f"method {method.name!r}: {len(missing)} of "
+                        f"{plural(len(job.gts), 'prediction')} "
                         f"missing in {naming.folder}{wrapped}: {_listed(missing)}")
     if extra:
-        logger.warning("method %r: %d predictions in %s have no GT and are ignored: %s",
-                       method.name, len(extra), naming.folder, _listed(extra))
+        logger.warning("method %r: %s in %s %s no GT and %s ignored: %s", method.name,
+                       plural(len(extra), "prediction"), naming.folder,
+                       noun_for(len(extra), "has"), noun_for(len(extra), "is"), _listed(extra))
     job.preds[method.name] = {stem: found[stem] for stem in job.gts}
 
 
@@ -272,9 +283,10 @@ def _measure_shard(job: Job, group: EvalGroup, workers: int,
         shards = (f" by {group.world_size} processes ({' + '.join(map(str, counts))})"
                   if group.world_size > 1 else "")
         each = " each" if shards else ""
-        workers = f" with {pool.workers} worker processes{each}" if pool is not None else ""
-        logger.info("%s: %d images measured%s%s in %.2f s", job.name, len(job.gts), shards,
-                    workers, time.perf_counter() - start)
+        workers = (f" with {plural(pool.workers, 'worker process')}{each}" if pool is not None
+                   else "")
+        logger.info("%s: %s measured%s%s in %.2f s", job.name, plural(len(job.gts), "image"),
+                    shards, workers, time.perf_counter() - start)
     return merged
 
 
@@ -286,7 +298,8 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     from ..report import markdown_table
     from ._eval_write import write_job
 
-    logger.info("%s: %d images, methods: %s", job.name, len(job.gts), ", ".join(job.preds))
+    logger.info("%s: %s, methods: %s", job.name, plural(len(job.gts), "image"),
+                ", ".join(job.preds))
     metrics = _measure_shard(job, group, workers, pool)
     if not group.is_main:
         return {}

@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--tta alone: none)")
     parser.add_argument("--batch-size", type=int_in(1, 1024), default=8)
     parser.add_argument("--workers", type=int_in(0), default=2, help="image decoding processes")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="leave out the images that cannot be read (truncated, corrupt, not "
+                             "an image), list them and write the others' masks (default: such "
+                             "an image stops the command)")
 
 
 def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> None:
@@ -78,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         runtime.barrier()
         predict_files(model, paths, transform, runtime, folder or out,
                       batch_size=args.batch_size, num_workers=workers,
-                      tta=cfg.eval.tta if args.tta is None else args.tta)
+                      tta=cfg.eval.tta if args.tta is None else args.tta,
+                      skip_bad=args.skip_bad)
     finally:
         runtime.close()
     return 0

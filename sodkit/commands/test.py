@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from ..data import build_test_loaders
     from ..engine.evaluator import eval_output_paths, evaluate, write_eval_outputs
     from ..engine.logging import close_log_file, setup_logging
+    from ..engine.position import checkpoint_position
     from ..engine.runtime import Runtime
     from ..errors import UserError
     from ..network import build_network
@@ -114,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
         model = build_network(replace(cfg.model, pretrained=None))  # weights: the checkpoint
         which = load_weights(model, state, Path(args.checkpoint), args.weights)
         model = runtime.wrap(model)
-        logger.info("evaluating %s (epoch %s, %s weights) on %s", args.checkpoint,
-                    state.get("epoch"), which, ", ".join(loaders))
+        logger.info("evaluating %s (%s, %s weights) on %s", args.checkpoint,
+                    checkpoint_position(state), which, ", ".join(loaders))
         result = evaluate(model, loaders, runtime, cfg, pred_root)
         if runtime.is_main:
             write_eval_outputs(result, folder)

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         runtime.barrier()
         setup_logging(run_dir / "train.log", runtime.is_main)
         if state is not None:
-            logger.info("resumed from %s at epoch %d, step %d", resume, trainer.epoch, trainer.step)
+            logger.info("resumed from %s at %s", resume, trainer.position())
             if cfg.model.init_from:
                 logger.info("model.init_from is not loaded: a resumed run continues from its own "
                             "state (it started from %s)", cfg.model.init_from)

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from ..errors import DataError
 from ..imageio import header_size, read_image, read_mask
 from ..mask_encoding import MaskEncodingError, take_notes
+from ..text import noun_for, plural
 from .datasets import Pair
 
 ERROR, WARNING = "error", "warning"
@@ -127,8 +128,9 @@ def _sample_mask(pair: Pair) -> list[Issue]:
 def _encoding_issues(notes: Counter, pairs: list[Pair], sampled: bool) -> list[Issue]:
     """One warning per mask folder and converted encoding, counting the masks looked at."""
     total = Counter(str(pair.mask.parent) for pair in pairs)
-    what = "sampled masks" if sampled else "masks"
-    return [Issue("", Path(folder), f"{count} of {total[folder]} {what} are {kind}", WARNING)
+    what = "sampled mask" if sampled else "mask"
+    return [Issue("", Path(folder), f"{count} of {plural(total[folder], what)} "
+                  f"{noun_for(count, 'is')} {kind}", WARNING)
             for (folder, kind), count in sorted(notes.items())]
 
 

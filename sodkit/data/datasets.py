@@ -23,8 +23,10 @@ from torch.utils.data import Dataset
 from ..config.loader import ConfigError
 from ..config.schema import DatasetCfg
 from ..errors import DataError
+from ..folder_names import dataset_name
 from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask
 from ..output_names import check_dataset_name
+from ..text import plural
 from .presets import PRESETS, get_preset
 
 logger = logging.getLogger(__name__)
@@ -54,9 +56,8 @@ def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> 
             raise ConfigError(f"{where}.preset: unknown dataset preset {cfg.preset!r}{hint} "
                               f"(presets: {', '.join(PRESETS.names())})")
         preset = get_preset(cfg.preset)
-        root = root or preset.default_root()
-        name = name or preset.name
-        root_path = _absolute(root, data_root)
+        root_path = _absolute(root or preset.default_root(), data_root)
+        name = name or (_root_name(root_path, preset.name) if root else preset.name)
         layout = _pick_layout(root_path, preset.layouts, image_dir, mask_dir)
         image_dir, mask_dir = image_dir or layout[0], mask_dir or layout[1]
     else:
@@ -69,9 +70,17 @@ def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> 
     list_file = cfg.list_file
     if list_file:
         list_file = str(_absolute(list_file, str(root_path)))
-    name = check_dataset_name(name or root_path.name, f"{where}.name", "ECSSD", ConfigError)
+    name = name or dataset_name(root_path)
+    name = check_dataset_name(name, f"{where}.name", "ECSSD", ConfigError)
     return dataclasses.replace(cfg, name=name, root=str(root_path),
                                image_dir=image_dir, mask_dir=mask_dir, list_file=list_file)
+
+
+def _root_name(root: Path, preset_name: str) -> str:
+    """A preset pointed at another root is named after it (``{preset: duts-tr, root: MY-TR}``
+    is ``MY-TR``), in the preset's spelling when it is the preset's own name (``duts-tr``)."""
+    name = dataset_name(root)
+    return preset_name if name.lower() == preset_name.lower() else name
 
 
 def _absolute(path: str, base: str) -> Path:
@@ -121,7 +130,8 @@ def find_pairs(cfg: DatasetCfg) -> list[Pair]:
         stems = _restrict(stems, Path(cfg.list_file), label)
     if not stems:
         raise DataError(f"dataset {label!r}: no image/mask pairs in {root / cfg.image_dir} and "
-                        f"{root / cfg.mask_dir} ({len(images)} images, {len(masks)} masks; "
+                        f"{root / cfg.mask_dir} ({plural(len(images), 'image')}, "
+                        f"{plural(len(masks), 'mask')}; "
                         f"files pair by stem, extensions {', '.join(IMAGE_EXTENSIONS)})")
     return [Pair(s, images[s], masks[s]) for s in stems]
 
@@ -158,7 +168,7 @@ def _restrict(stems: list[str], list_file: Path, label: str) -> list[str]:
     available = set(stems)
     missing = [s for s in wanted if s not in available]
     if missing:
-        raise DataError(f"dataset {label!r}: {len(missing)} stems of {list_file} have no "
+        raise DataError(f"dataset {label!r}: {plural(len(missing), 'stem')} of {list_file} have no "
                         f"image/mask pair (first: {', '.join(missing[:_SHOW])})")
     return sorted(wanted)
 

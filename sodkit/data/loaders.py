@@ -27,6 +27,7 @@ from ..config.schema import Config
 from ..engine.launcher import shard_range
 from ..errors import DataError
 from ..resources import cap_workers, resolve_workers
+from ..text import plural
 from .checks import Issue, bad_stems, check_pairs, output_name_issues
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
 from .holdout import NAME as VAL
@@ -182,7 +183,8 @@ def build_train_dataset(cfg: Config) -> TrainDataset:
         found = find_pairs(resolved)
         good = _drop_bad_pairs(found, resolved.name, budget)
         budget -= len(found) - len(good)
-        logger.info("train set %s: %d pairs in %s", resolved.name, len(good), resolved.root)
+        logger.info("train set %s: %s in %s", resolved.name, plural(len(good), "pair"),
+                    resolved.root)
         pairs.extend(good)
         names.append(resolved.name)
     if not pairs:
@@ -216,13 +218,13 @@ def check_test_shard(test_set: TestDataset, shard: range) -> None:
     if errors:
         shown = "; ".join(f"{issue.path}: {issue.problem}" for issue in errors[:3])
         more = f" and {len(errors) - 3} more" if len(errors) > 3 else ""
-        raise DataError(f"test set {test_set.name}: {len(errors)} bad pairs ({shown}{more}); a "
-                        f"test set must be whole to be comparable: fix or remove them (sodkit "
-                        f"check-data CONFIG lists them all)")
+        raise DataError(f"test set {test_set.name}: {plural(len(errors), 'bad pair')} "
+                        f"({shown}{more}); a test set must be whole to be comparable: fix or "
+                        f"remove them (sodkit check-data CONFIG lists them all)")
     warnings = [issue for issue in issues if issue.severity != "error"]
     if warnings:
-        logger.warning("test set %s: %d masks empty or full (e.g. %s: %s)", test_set.name,
-                       len(warnings), warnings[0].path.name, warnings[0].problem)
+        logger.warning("test set %s: %s empty or full (e.g. %s: %s)", test_set.name,
+                       plural(len(warnings), "mask"), warnings[0].path.name, warnings[0].problem)
 
 
 def build_train_loader(cfg: Config, rank: int = 0, world_size: int = 1) -> DataLoader:
@@ -237,8 +239,9 @@ def build_train_loader(cfg: Config, rank: int = 0, world_size: int = 1) -> DataL
     sampler = MultiScaleBatchSampler(len(dataset), cfg.data.batch_size, sizes,
                                      seed=cfg.runtime.seed, rank=rank, world_size=world_size)
     if len(sampler) == 0:
-        raise DataError(f"the training set has {len(dataset)} pairs, fewer than one global batch "
-                        f"(data.batch_size {cfg.data.batch_size} x {world_size} processes)")
+        raise DataError(f"the training set has {plural(len(dataset), 'pair')}, fewer than one "
+                        f"global batch (data.batch_size {cfg.data.batch_size} x "
+                        f"{plural(world_size, 'process')})")
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_train,
                       **_loader_options(cfg, cfg.data.persistent_workers))
 
@@ -262,7 +265,8 @@ def build_test_loaders(cfg: Config, rank: int = 0, world_size: int = 1,
             raise ConfigError(f"data.test.{i}.name: {resolved.name!r} is the name of {why}; "
                               "give this test set a different name")
         test_set = TestDataset(find_pairs(resolved), transform, resolved.name)
-        logger.info("test set %s: %d pairs in %s", resolved.name, len(test_set), resolved.root)
+        logger.info("test set %s: %s in %s", resolved.name, plural(len(test_set), "pair"),
+                    resolved.root)
         loaders[resolved.name] = _test_loader(test_set, cfg, rank, world_size)
     if val:
         loaders[VAL] = _test_loader(TestDataset(val, transform, VAL), cfg, rank, world_size)

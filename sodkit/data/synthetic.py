@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..imageio import write_mask
+from ..text import plural
 from .render import render_sample
 
 logger = logging.getLogger(__name__)
@@ -68,8 +69,8 @@ def generate_demo(root: str | Path, n_train: int = 800, n_test: int = 150, seed:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    logger.info("generated the demo dataset (%d train, %d test images) in %s in %.1f s",
-                n_train, n_test, root, time.perf_counter() - start)
+    logger.info("generated the demo dataset (%d train, %s) in %s in %.1f s",
+                n_train, plural(n_test, "test image"), root, time.perf_counter() - start)
 
 
 def write_split(folder: Path, count: int, seed: int, split_id: int) -> None:

@@ -19,6 +19,7 @@ from ..config import ConfigError, EvalCfg
 from ..config.loader import unknown_value_message
 from ..errors import UserError
 from ..torchfile import load_checkpoint, save_atomic
+from .position import checkpoint_position
 from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class CheckpointManager:
             save_atomic(state, path)
             _link_atomic(path, self.last)
             self._prune()
-            logger.info("saved %s (epoch %d, step %d)", self.last, state["epoch"], state["step"])
+            logger.info("saved %s (%s)", self.last, checkpoint_position(state))
         self.runtime.barrier()
 
     def remove_stale_files(self) -> None:

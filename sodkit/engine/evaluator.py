@@ -29,7 +29,7 @@ from ..imageio import encode_mask
 from ..metrics import SODMetrics, scalar_metrics
 from ..outputs import OutputFolder
 from ..paths import inside
-from ..visualize import denormalize, make_grid, to_rgb
+from ..visualize import SAMPLE_COLUMNS, denormalize, labelled_grid, to_rgb
 from .runtime import Runtime, eval_mode
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ class EvalResult:
 
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataset -> compute()
     samples: list[list[np.ndarray]] = field(default_factory=list)  # rows of image | GT | pred
+    sample_names: list[tuple[str, str]] = field(default_factory=list)  # (dataset, stem) a row
     per_image: list[dict[str, str]] = field(default_factory=list)  # results_per_image.csv rows
     folders: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # datasets.json
 
@@ -159,7 +160,8 @@ def evaluate(
                 result.per_image += _per_image(merged, loader, pred_root, name)
                 result.folders[name] = _input_folders(loader.dataset.pairs)
                 if not result.samples:
-                    result.samples = samples
+                    result.samples = [row for _, row in samples]
+                    result.sample_names = [(name, stem) for stem, _ in samples]
     runtime.barrier()
     return result
 
@@ -172,12 +174,12 @@ def _run_dataset(
     pred_root: Path | None,
     name: str,
     stop: Callable[[], bool] | None = None,
-) -> tuple[SODMetrics, list[list[np.ndarray]]]:
+) -> tuple[SODMetrics, list[tuple[str, list[np.ndarray]]]]:
     from .postprocess import postprocess_of, predict_scores  # it imports this module
 
     post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
     metrics = SODMetrics()
-    samples: list[list[np.ndarray]] = []
+    samples: list[tuple[str, list[np.ndarray]]] = []  # (stem, image | GT | prediction)
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
     outputs = OutputFolder.at(pred_root) if pred_root is not None else None
     writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size, outputs)
@@ -202,8 +204,8 @@ def _run_dataset(
             if len(samples) < want_samples:
                 tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)
                 size = tile.shape[:2]
-                samples.append([tile, to_rgb(gt, size),
-                                to_rgb(post.probabilities(probs[i]), size)])
+                prediction = to_rgb(post.probabilities(probs[i]), size)
+                samples.append((batch["name"][i], [tile, to_rgb(gt, size), prediction]))
         writer.send(files)
     return metrics, samples
 
@@ -238,8 +240,20 @@ def _input_folders(pairs: list) -> dict[str, list[str]]:
             "masks": folders_of(p.mask for p in pairs)}
 
 
-def samples_image(result: EvalResult) -> np.ndarray | None:
-    return make_grid(result.samples) if result.samples else None
+def samples_image(result: EvalResult) -> tuple[np.ndarray, dict[str, str]] | None:
+    """``samples.png``: image | GT | prediction under column titles, each row with its name,
+    MAE and S-measure (from the per-image scores), and the same as the PNG's text."""
+    if not result.samples:
+        return None
+    scores = {(row["dataset"], row["stem"]): row for row in result.per_image}
+    labels, lines = [], []
+    for dataset, stem in result.sample_names:
+        row = scores.get((dataset, stem), {})
+        mae, s = (float(row[k]) if k in row else math.nan for k in ("MAE", "Smeasure"))
+        labels.append([stem[:24], f"MAE {mae:.4f}", f"S {s:.4f}"])
+        lines.append(f"{dataset}/{stem}: MAE {mae:.4f}, Smeasure {s:.4f}")
+    grid = labelled_grid(result.samples, SAMPLE_COLUMNS, labels)
+    return grid, {"Columns": " | ".join(SAMPLE_COLUMNS), "Rows": "\n".join(lines)}
 
 
 EVAL_FILES = ("results.json", "results.md", "results.csv", "results_per_image.csv",
@@ -271,7 +285,7 @@ def write_eval_outputs(result: EvalResult, run_dir: Path | OutputFolder,
     0). ``run_dir``: the folder, or the output folder a command claimed (its rules apply: see
     :mod:`sodkit.outputs`)."""
     from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
-    from ..visualize import encode_rgb
+    from ..visualize import encode_rgb, png_with_text
 
     outputs, run_dir = _output_folder(run_dir)
     scalars = result.scalars()
@@ -280,9 +294,10 @@ def write_eval_outputs(result: EvalResult, run_dir: Path | OutputFolder,
     write_curves_json(result.metrics, run_dir, outputs=outputs)
     plot_curves(result.metrics, run_dir / "curves", outputs=outputs)
     outputs.write_text(run_dir / "datasets.json", json.dumps(result.folders, indent=2) + "\n")
-    grid = samples_image(result)
-    if grid is not None:
-        outputs.write_bytes(run_dir / "samples.png", encode_rgb(grid))
+    samples = samples_image(result)
+    if samples is not None:
+        outputs.write_bytes(run_dir / "samples.png", png_with_text(encode_rgb(samples[0]),
+                                                                   samples[1]))
     for name, values in scalars.items():
         shown = ", ".join(f"{k} {values[k]:.4f}" for k in
                           ("MAE", "Smeasure", "wFmeasure", "maxFm", "maxEm") if k in values)

@@ -16,9 +16,11 @@ from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
 from ..outputs import OutputFolder
 from ..paths import inside
+from ..text import plural
 from .evaluator import MaskWriter, agree_on_round
 from .postprocess import postprocess_of, predict_scores
 from .runtime import Runtime, eval_mode
+from .skip_bad import SkipUnreadable, collate_skipping, next_batch, report_skipped
 
 logger = logging.getLogger(__name__)
 
@@ -75,24 +77,30 @@ def predict_files(
     batch_size: int = 8,
     num_workers: int = 0,
     tta: Sequence[str] = (),
+    skip_bad: bool = False,
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
 
     Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
     ``out_dir``: the folder, or the output folder the command claimed (its rules apply).
+    ``skip_bad``: an image that cannot be read is left out and listed, not an error.
     """
     outputs = out_dir if isinstance(out_dir, OutputFolder) else OutputFolder.at(out_dir)
     out_dir = outputs.root if isinstance(out_dir, OutputFolder) else Path(out_dir)
     mine = [paths[i] for i in shard_range(len(paths), runtime.rank, runtime.world_size)]
-    loader = DataLoader(_ImageFiles(mine, transform), batch_size=batch_size,
-                        num_workers=num_workers, collate_fn=_collate)
+    dataset, collate = _ImageFiles(mine, transform), _collate
+    if skip_bad:
+        dataset, collate = SkipUnreadable(dataset), collate_skipping(collate)
+    skipped: list[tuple[int, str]] = []
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                        collate_fn=collate)
     writer = MaskWriter(runtime, len(paths), batch_size, outputs)
     post = postprocess_of(transform)  # the output side of the transform's pipeline
     written = []
     batches = iter(loader)
     with eval_mode(model):
         for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
-            batch = next(batches, None)
+            batch = next_batch(batches, skipped if skip_bad else None)
             probs = None if batch is None else predict_scores(
                 model, batch["image"].to(runtime.device), runtime, post, tta=tta)
             agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
@@ -106,5 +114,6 @@ def predict_files(
                 files.append((target, encode_mask(post.to_mask(probs[i : i + 1], tuple(size)))))
                 written.append(target)
             writer.send(files)
-    logger.info("wrote %d masks to %s", len(paths), out_dir)
+    left_out = report_skipped(runtime, [(mine[i], why) for i, why in skipped]) if skip_bad else 0
+    logger.info("wrote %s to %s", plural(len(paths) - left_out, "mask"), out_dir)
     return written

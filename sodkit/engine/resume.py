@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config, to_dict
 from ..errors import UserError
+from ..text import plural
 
 if TYPE_CHECKING:
     from torch import nn
@@ -81,8 +82,8 @@ def describe_mismatch(model: nn.Module, weights: dict[str, Any]) -> str:
     unexpected = sum(k not in mine for k in weights)
     first = (f" (e.g. {shapes[0]}: {list(weights[shapes[0]].shape)} in the checkpoint, "
              f"{list(mine[shapes[0]].shape)} here)" if shapes else "")
-    return (f"{len(shapes)} tensors of another shape{first}, {missing} missing, {unexpected} "
-            f"not in this network")
+    return (f"{plural(len(shapes), 'tensor')} of another shape{first}, {missing} missing, "
+            f"{unexpected} not in this network")
 
 
 def load_model_state(model: nn.Module, state: dict[str, Any], cfg: Config,

@@ -17,7 +17,9 @@ them alike. The loop cannot be faster than the slower of loader and step; the re
 from __future__ import annotations
 
 import logging
+import math
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -29,8 +31,9 @@ import torch
 from ..config import Config
 from ..data import build_train_loader
 from ..resources import resolve_workers
+from ..text import plural
 from .bench import build_train_step, random_batch
-from .logging import Throughput
+from .logging import Throughput, format_seconds
 from .preemption import StopRequest
 
 logger = logging.getLogger(__name__)
@@ -79,23 +82,72 @@ def _timed_eval(trainer: Any) -> float | None:
     return _rate(count, time.perf_counter() - start)
 
 
+def plan_text(cfg: Config, steps: int, rounds: int) -> str:
+    """What ``bench speed`` will run, said before it starts (#28: 3 default rounds of a slow
+    step took 10 minutes that nobody announced)."""
+    from ..data.datasets import resolve_dataset
+
+    tests = ", ".join(resolve_dataset(d, cfg.data_root).name for d in cfg.data.test)
+    return (f"bench speed: {plural(rounds, 'round')} of {plural(steps, 'step')} each of the "
+            f"loader alone, the training step and the whole training loop (batch "
+            f"{cfg.data.batch_size} x {cfg.data.size}px), after a warm-up step of each; then "
+            f"one evaluation ({tests or 'no test set'}); --steps and --rounds make it shorter")
+
+
+def estimate_text(step_s: float, batch_s: float, steps: int, rounds: int,
+                  test_images: int, test_batch: int) -> str:
+    """A rough duration from one timed step and one timed batch: a round is ``steps`` batches,
+    ``steps`` steps and a loop of both; the evaluation a forward (a third of a step) per test
+    batch."""
+    per_round = steps * (2 * step_s + 2 * batch_s) + batch_s  # + the loader's first batch
+    evaluation = math.ceil(test_images / max(test_batch, 1)) * step_s / 3
+    total = rounds * per_round + evaluation
+    return (f"estimate: about {format_seconds(total)} (h:mm:ss; one training step took "
+            f"{step_s:.2f} s, one loader batch {batch_s:.2f} s)")
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def _rounds(cfg: Config, steps: int, rounds: int, folder: Path) -> dict[str, list[float]]:
+    from tqdm import tqdm
+
     from .runtime import Runtime
     from .trainer import Trainer
 
+    _say(plan_text(cfg, steps, rounds))
     loader = build_train_loader(cfg)
+    start = time.perf_counter()
+    next(iter(loader))
+    batch_s = time.perf_counter() - start
     step, runtime = build_train_step(cfg)
     batch = random_batch(cfg, runtime.device)
     step([batch])  # warm-up
+    start = time.perf_counter()
+    step([batch])  # timed for the estimate
+    step_s = time.perf_counter() - start
     trainer = Trainer(replace(cfg, train=replace(cfg.train, image_every=0)), Runtime(cfg.runtime),
                       folder)
+    tests = sum(len(loader.dataset) for loader in trainer.test_loaders.values())
+    _say(estimate_text(step_s, batch_s, steps, rounds, tests, cfg.data.test_batch_size))
     _timed_loop(trainer, 1)  # warm-up
     rates: dict[str, list[float]] = {"loader": [], "step": [], "loop": []}
-    for _ in range(rounds):  # interleaved, so that a neighbour's load hits all three alike
-        rates["loader"].append(_timed_batches(loader, steps))
-        rates["step"].append(_timed_steps(step, batch, steps, runtime.device))
-        rates["loop"].append(_timed_loop(trainer, steps))
-    evaluation = _timed_eval(trainer)
+    parts = 3 * rounds + (1 if trainer.test_loaders else 0)
+    with tqdm(total=parts, desc="bench speed", unit="part", file=sys.stderr,
+              disable=None) as bar:
+        for i in range(rounds):  # interleaved, so that a neighbour's load hits all three alike
+            for name, measure in (("loader", lambda: _timed_batches(loader, steps)),
+                                  ("step", lambda: _timed_steps(step, batch, steps,
+                                                                runtime.device)),
+                                  ("loop", lambda: _timed_loop(trainer, steps))):
+                bar.set_postfix_str(f"round {i + 1}/{rounds}: {name}")
+                rates[name].append(measure())
+                bar.update()
+        if trainer.test_loaders:
+            bar.set_postfix_str("evaluation")
+        evaluation = _timed_eval(trainer)
+        bar.update(1 if evaluation is not None else 0)
     rates["eval"] = [evaluation] if evaluation is not None else []
     trainer.tb.close()
     return rates
@@ -126,9 +178,9 @@ def speed_table(r: dict[str, Any]) -> str:
            if r["bottleneck"] == "loader" else
            "the training step (compute): the loader keeps up")
     return "\n".join([
-        f"batch {r['batch']} x {r['size']}px, {r['steps']} steps x {len(r['rounds']['step'])} "
-        f"interleaved rounds (medians), data.num_workers {r['workers']}, {r['threads']} compute "
-        "threads", "",
+        f"batch {r['batch']} x {r['size']}px, {plural(r['steps'], 'step')} x "
+        f"{plural(len(r['rounds']['step']), 'interleaved round')} (medians), "
+        f"data.num_workers {r['workers']}, {plural(r['threads'], 'compute thread')}", "",
         "| part | images/s |", "|---|---:|",
         f"| loader alone | {r['loader']:.1f} |",
         f"| training step on in-memory tensors | {r['step']:.1f} |",

@@ -25,6 +25,7 @@ from ..loss import build_criterion
 from ..module import freeze_batchnorm
 from ..network import build_network
 from ..optim import build_optimizer, build_scheduler
+from ..text import plural
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
 from .at_start import evaluate_start
@@ -34,6 +35,7 @@ from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_repor
 from .init_from import describe as describe_init
 from .init_from import init_model
 from .logging import Progress, TensorBoard, Throughput, format_seconds
+from .position import training_position
 from .preemption import Preempted, SaveClock, StopRequest
 from .resume import check_resume, load_model_state
 from .runtime import Runtime
@@ -94,6 +96,11 @@ class Trainer:
         return data.batch_size * self.cfg.train.accumulate * self.runtime.world_size
 
     # ------------------------------------------------------------------ state
+    def position(self) -> str:
+        """Where the run stands, as every log line says it (``epoch 2/4 step 5/12``)."""
+        return training_position(self.epoch, self.epoch_step, self.cfg.train.epochs, self.step,
+                                 self.steps_per_epoch)
+
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint's content: tensors and plain Python values only (``weights_only``).
 
@@ -220,7 +227,8 @@ class Trainer:
             result = self._evaluate(pred_root=self.run_dir / "predictions")
             self._save()  # `evaluated` and the final `best`, so a resume has nothing to redo
         else:
-            logger.info("all %d epochs are trained and evaluated; writing the report", self.epoch)
+            logger.info("all %s are trained and evaluated; writing the report",
+                        plural(self.epoch, "epoch"))
         if self.runtime.is_main and self.test_loaders:  # a report needs results
             write_run_report(self.run_dir)
         self.runtime.barrier()
@@ -315,10 +323,8 @@ class Trainer:
             self.tb.scalars({"amp/skipped_steps": skipped}, self.step)
             parts += f" skipped {skipped}"
         logger.info(
-            "epoch %d/%d step %d/%d loss %.4f (%s) lr %.2e %.1f img/s eta %s",
-            epoch + 1, self.cfg.train.epochs, self.step,
-            self.cfg.train.epochs * self.steps_per_epoch, losses["loss"], parts, lr_main, rate,
-            eta, extra={"progress": True},
+            "%s loss %.4f (%s) lr %.2e %.1f img/s eta %s", self.position(), losses["loss"],
+            parts, lr_main, rate, eta, extra={"progress": True},
         )
         return {"loss": f"{losses['loss']:.4f}", "lr": f"{lr_main:.2e}",
                 "img/s": f"{rate:.1f}", "eta": eta}
@@ -372,8 +378,7 @@ class Trainer:
     @contextlib.contextmanager
     def _after_save(self, what: str) -> Iterator[None]:
         """Name the saved state in a stop or a failure of ``what`` (it follows a save)."""
-        saved = (f"the trained state is saved in {self.checkpoints.last} (epoch {self.epoch}, "
-                 f"step {self.step})")
+        saved = f"the trained state is saved in {self.checkpoints.last} ({self.position()})"
         resume = "--resume auto continues with it, without training again"
         try:
             yield
@@ -407,11 +412,11 @@ class Trainer:
             self.runtime.world_size, self.cfg.runtime.precision,
         )
         logger.info(
-            "train images %d, global batch %d (%d per process x %d accumulated x %d processes), "
-            "%d steps/epoch x %d epochs; test sets: %s",
+            "train images %d, global batch %d (%d per process x %d accumulated x %s), "
+            "%d steps/epoch x %s; test sets: %s",
             len(self.train_loader.dataset), self.global_batch, self.cfg.data.batch_size,
-            self.cfg.train.accumulate, self.runtime.world_size, self.steps_per_epoch,
-            self.cfg.train.epochs, sizes or "none",
+            self.cfg.train.accumulate, plural(self.runtime.world_size, "process"),
+            self.steps_per_epoch, plural(self.cfg.train.epochs, "epoch"), sizes or "none",
         )
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
                         for i, g in enumerate(self.optimizer.param_groups))

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ..errors import UserError
+from ..text import noun_for, plural
 from .folder import (
     MARKER,
     OutputFolder,
@@ -85,7 +86,8 @@ def claim(folder: str | Path, kind: str, force: bool = False, what: str = "--out
     if not out.record.exists():
         count = out.adopt()
         logger.info("%s was made by an earlier sodkit, which kept no record of its files: its "
-                    "%d files are taken as sodkit %s's own", folder, count, kind)
+                    "%s %s taken as sodkit %s's own", folder, plural(count, "file"),
+                    noun_for(count, "is"), kind)
     out.record.compact()
     if kind == "train" and not force:
         out.check_unchanged()

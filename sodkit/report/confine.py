@@ -19,6 +19,8 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..text import plural
+
 logger = logging.getLogger(__name__)
 
 SHOWN = 5  # skipped paths named in the warning line
@@ -84,9 +86,9 @@ class Reach:
         hint = "" if self.inputs else (
             " (the folder records no input folders, as those of an older sodkit: `sodkit test "
             "CONFIG --checkpoint FILE` writes them to datasets.json)")
-        logger.warning("%s: %d files named in the folder lie outside it and outside the input "
+        logger.warning("%s: %s named in the folder lie outside it and outside the input "
                        "folders its evaluation recorded, and were not read: %s%s%s", self.folder,
-                       len(unique), ", ".join(unique[:SHOWN]), more, hint)
+                       plural(len(unique), "file"), ", ".join(unique[:SHOWN]), more, hint)
 
 
 def folders_of(files: Iterable[Path]) -> list[str]:

@@ -42,23 +42,63 @@ def figure_uri(figure: Any) -> str:
     return _uri(buffer.getvalue(), "image/png")
 
 
+Line = tuple[str, list[tuple[int, float]]]  # label, (step, value) points
+
+
+def training_lines(series: Mapping[str, list[tuple[int, float]]]
+                   ) -> tuple[list[Line], list[Line]]:
+    """The loss and learning-rate lines to draw: one per loss term, and one per distinct LR
+    curve, its label naming every parameter group that has it and saying that they are
+    identical (#28: four groups of one LR drew one visible line under a legend of four)."""
+    losses = [(tag.split("/", 1)[1], list(points)) for tag, points in series.items()
+              if tag.startswith("loss/")]
+    curves: dict[tuple[tuple[int, float], ...], list[str]] = {}
+    for tag, points in series.items():
+        if not tag.startswith("loss/"):
+            curves.setdefault(tuple(points), []).append(tag.split("/", 1)[1])
+    rates = []
+    for points, names in curves.items():
+        label = names[0] if len(names) == 1 else (
+            f"{', '.join(names)} (identical)" if len(names) < 5 else
+            f"{len(names)} groups (identical)")
+        rates.append((label, list(points)))
+    return losses, rates
+
+
+def _draw(axes: Any, label: str, points: list[tuple[int, float]]) -> None:
+    """A line; a single point (a run that logged one step) as a dot with its value written
+    beside it, instead of an invisible line on empty axes."""
+    steps, values = zip(*points, strict=True) if points else ((), ())
+    if len(points) == 1:
+        axes.plot(steps, values, "o", label=plot_label(label))
+        axes.annotate(f"{values[0]:.4g}", (steps[0], values[0]), textcoords="offset points",
+                      xytext=(6, 6), fontsize=8)
+    else:
+        axes.plot(steps, values, label=plot_label(label), linewidth=1.2)
+
+
 def training_uri(series: Mapping[str, list[tuple[int, float]]]) -> str | None:
     """Loss terms and learning rates against the optimizer step, side by side."""
     if not series:
         return None
+    return figure_uri(training_figure(series))
+
+
+def training_figure(series: Mapping[str, list[tuple[int, float]]]) -> Any:
+    """The figure of :func:`training_uri` (matplotlib, open)."""
     plt = _pyplot()
     figure, (loss_ax, lr_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for tag, points in series.items():
-        steps, values = zip(*points, strict=True) if points else ((), ())
-        axes = loss_ax if tag.startswith("loss/") else lr_ax
-        axes.plot(steps, values, label=plot_label(tag.split("/", 1)[1]), linewidth=1.2)
+    losses, rates = training_lines(series)
+    for axes, lines in ((loss_ax, losses), (lr_ax, rates)):
+        for label, points in lines:
+            _draw(axes, label, points)
     loss_ax.set(xlabel="step", ylabel="loss", title="Training loss terms")
     lr_ax.set(xlabel="step", ylabel="learning rate", title="Learning rate per group")
     for axes in (loss_ax, lr_ax):
         axes.grid(alpha=0.3)
         if axes.lines:
             axes.legend(fontsize=8)
-    return figure_uri(figure)
+    return figure
 
 
 def curves_uri(curves: Mapping[str, Mapping[str, list[float]]], title: str) -> str | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..text import noun_for, plural
 from .confine import Reach
 from .figures import curves_uri, thumbnail_uri, training_uri
 from .ranking import column_ranks, lower_is_better
@@ -32,7 +33,7 @@ th{background:#f0f0f0;cursor:default}thead th[data-col]{cursor:pointer}
 td:first-child,th:first-child{text-align:left}tbody tr:nth-child(odd){background:#fafafa}
 table.data{border-top:2px solid #444;border-bottom:2px solid #444}
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
-.rank1{font-weight:bold;color:#c00}.rank2{font-weight:bold;color:#06c}.rank3{color:#080}
+.rank1{font-weight:bold}.rank2{text-decoration:underline}.rank3{font-style:italic}
 figure{display:inline-block;margin:.3em;vertical-align:top}figure img{margin-right:2px}
 figcaption{font-size:.8em}.missing{display:inline-block;padding:2em 1em;background:#eee}
 .wide{overflow-x:auto}pre{background:#f6f6f6;padding:1em;overflow:auto;max-height:30em}img.plot{max-width:100%}
@@ -113,9 +114,11 @@ def comparison_table(results: Mapping[str, Mapping[str, Mapping[str, float]]],
     return (f'<div class="wide"><table id="comparison" class="data sortable"><thead><tr><th>'
             f'</th>{groups}</tr><tr><th data-col="0">method</th>{heads}</tr></thead><tbody>{rows}'
             "</tbody></table></div>"
-            '<p>Best three per column: <span class="rank1">first</span>, '
-            '<span class="rank2">second</span>, <span class="rank3">third</span> '
-            "(MAE: lower is better; the others: higher). Click a column to sort.</p>")
+            '<p>Best three per column: <span class="rank1">first in bold</span>, '
+            '<span class="rank2">second underlined</span>, <span class="rank3">third in '
+            'italic</span>, as in the LaTeX table (MAE: lower is better; the others: higher); '
+            "colours on this page tell the methods apart in the plots. Click a column to "
+            "sort.</p>")
 
 
 def _img(uri: str | None, alt: str, css: str = "") -> str:
@@ -250,7 +253,8 @@ def notes(sources: Sequence[Source]) -> str:
                          f"its evaluation recorded: {_listed(outside)}.</li>")
         skipped = list(dict.fromkeys(source.reach.skipped))
         if skipped:
-            parts.append(f"<li>{len(skipped)} files named in {_e(source.folder)} were not read: "
+            parts.append(f"<li>{plural(len(skipped), 'file')} named in {_e(source.folder)} "
+                         f"{noun_for(len(skipped), 'was')} not read: "
                          f"they lie outside it and outside the input folders its evaluation "
                          f"recorded: {_listed(skipped)}.</li>")
         source.reach.warn()

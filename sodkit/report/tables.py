@@ -70,6 +70,18 @@ def markdown_table(
     return "\n".join(lines) + "\n"
 
 
+def reading_table(results: Mapping[str, Mapping[str, float]], row_label: str,
+                  all_columns: int) -> str:
+    """``results.md``: the standard metrics papers report (MAE, S, wF, F and E), not the 30-odd
+    columns of the JSON and CSV files (#28), with a line that says where the rest are."""
+    paper = [c for c in metric_columns(results) if c in STANDARD_ORDER]
+    table = markdown_table(results, row_label, paper or None)
+    if not paper or len(paper) == all_columns:
+        return table
+    return (f"{table}\nThe standard metrics; all {all_columns} are in results.csv and "
+            f"results.json.\n")
+
+
 def _folder(out_dir: str | Path, outputs: OutputFolder | None) -> OutputFolder:
     return outputs if outputs is not None else OutputFolder.at(out_dir)
 
@@ -98,7 +110,7 @@ def write_results(
                                        for c in columns)])
     folder.check([out / "results.json", out / "results.md", out / "results.csv"])
     folder.write_text(out / "results.json", json.dumps(plain, indent=2) + "\n")
-    folder.write_text(out / "results.md", markdown_table(plain, row_label))
+    folder.write_text(out / "results.md", reading_table(plain, row_label, len(columns)))
     folder.write_text(out / "results.csv", table.getvalue())
 
 
