@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -16,8 +17,17 @@ from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
 from ..outputs import OutputFolder
 from ..paths import inside
-from .evaluator import MaskWriter, agree_on_round, predict_probabilities, to_uint8_at
+from .evaluator import (
+    MaskWriter,
+    agree_on_round,
+    predict_probabilities,
+    probability_at,
+    to_uint8_at,
+)
 from .runtime import Runtime, eval_mode
+
+if TYPE_CHECKING:
+    from ..cutout import Rendering
 
 logger = logging.getLogger(__name__)
 
@@ -46,15 +56,17 @@ def collect_inputs(inputs: Sequence[str | Path]) -> list[Path]:
 
 
 class _ImageFiles(Dataset):
-    def __init__(self, paths: list[Path], transform: Callable[[np.ndarray], torch.Tensor]) -> None:
-        self.paths, self.transform = paths, transform
+    def __init__(self, paths: list[Path], transform: Callable[[np.ndarray], torch.Tensor],
+                 keep_image: bool = False) -> None:
+        self.paths, self.transform, self.keep_image = paths, transform, keep_image
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> dict:
         image = read_image(self.paths[index])
-        return {"image": self.transform(image), "size": image.shape[:2], "index": index}
+        return {"image": self.transform(image), "size": image.shape[:2], "index": index,
+                "original": image if self.keep_image else None}
 
 
 def _collate(items: list[dict]) -> dict:
@@ -62,7 +74,30 @@ def _collate(items: list[dict]) -> dict:
         "image": torch.stack([it["image"] for it in items]),
         "size": [it["size"] for it in items],
         "index": [it["index"] for it in items],
+        "original": [it.get("original") for it in items],
     }
+
+
+def predict_arrays(
+    model: nn.Module,
+    images: Sequence[np.ndarray],
+    transform: Callable[[np.ndarray], torch.Tensor],
+    runtime: Runtime,
+    batch_size: int = 8,
+    tta: Sequence[str] = (),
+    precision: str = "fp32",
+) -> Iterator[np.ndarray]:
+    """Probability maps (float32 (H, W) in [0, 1], each at its image's own size) of uint8 RGB
+    arrays, in order: the Python API's path, with :func:`predict_files`' transform, forward
+    and resize (whose PNGs are these maps quantised)."""
+    with eval_mode(model):
+        for start in range(0, len(images), batch_size):
+            chunk = images[start : start + batch_size]
+            batch = torch.stack([transform(image) for image in chunk]).to(runtime.device)
+            probs = predict_probabilities(model, batch, runtime, precision, tta=tta)
+            for i, image in enumerate(chunk):
+                prob = probability_at(probs[i : i + 1], tuple(image.shape[:2]))
+                yield prob.float().cpu().numpy()
 
 
 def predict_files(
@@ -74,8 +109,11 @@ def predict_files(
     batch_size: int = 8,
     num_workers: int = 0,
     tta: Sequence[str] = (),
+    rendering: Rendering | None = None,
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
+
+    ``rendering`` (``--save``): what each PNG holds (:mod:`sodkit.cutout`); None: the mask.
 
     Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
     ``out_dir``: the folder, or the output folder the command claimed (its rules apply).
@@ -83,7 +121,8 @@ def predict_files(
     outputs = out_dir if isinstance(out_dir, OutputFolder) else OutputFolder.at(out_dir)
     out_dir = outputs.root if isinstance(out_dir, OutputFolder) else Path(out_dir)
     mine = [paths[i] for i in shard_range(len(paths), runtime.rank, runtime.world_size)]
-    loader = DataLoader(_ImageFiles(mine, transform), batch_size=batch_size,
+    keep = rendering is not None and rendering.needs_image
+    loader = DataLoader(_ImageFiles(mine, transform, keep), batch_size=batch_size,
                         num_workers=num_workers, collate_fn=_collate)
     writer = MaskWriter(runtime, len(paths), batch_size, outputs)
     written = []
@@ -101,7 +140,10 @@ def predict_files(
             files = []
             for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
                 target = inside(out_dir, f"{mine[index].stem}.png")
-                files.append((target, encode_mask(to_uint8_at(probs[i : i + 1], tuple(size)))))
+                files.append((target, encode_mask(to_uint8_at(probs[i : i + 1], tuple(size)))
+                              if rendering is None else rendering.png(
+                                  probability_at(probs[i : i + 1], tuple(size)).cpu().numpy(),
+                                  batch["original"][i])))
                 written.append(target)
             writer.send(files)
     logger.info("wrote %d masks to %s", len(paths), out_dir)
