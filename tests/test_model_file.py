@@ -149,3 +149,29 @@ def test_best_pt_holds_no_training_state_and_test_and_predict_read_it(trained, d
     assert main(["train", cfg, *tiny_overrides(data_root, tmp_path, "again"),
                  "--resume", str(best)]) == 2
     assert "best.pt keeps no optimizer state" in capsys.readouterr().err
+
+
+def test_a_damaged_or_foreign_safetensors_file_is_one_line(tmp_path, capsys):
+    """Read before any work, never unpickled: a header that declares more than the file holds, a
+    truncated file, and a weights file without sodkit's metadata are each one line, exit 2."""
+    from safetensors.torch import save_file
+
+    checkpoint, _ = _ema_checkpoint(tmp_path)
+    good = _export(checkpoint, tmp_path / "good.safetensors").read_bytes()
+    hostile = tmp_path / "hostile.safetensors"
+    hostile.write_bytes((1 << 40).to_bytes(8, "little") + b"{}")
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(good[: len(good) // 2])
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"w": torch.zeros(2)}, foreign)
+    image = tmp_path / "in.png"
+    image.write_bytes(b"")
+    capsys.readouterr()
+    for path, message in ((hostile, "its header declares"), (truncated, "cannot read"),
+                          (foreign, "not a sodkit model file")):
+        out = tmp_path / f"out_{path.stem}"
+        assert main(["predict", "--checkpoint", str(path), "--out", str(out), "--workers", "0",
+                     str(image)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.strip().count("\n") == 0, err
+        assert not out.exists()
