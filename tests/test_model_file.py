@@ -103,6 +103,9 @@ def test_export_model_refuses_a_bad_name_and_replaces_only_its_own(tmp_path, cap
     assert user.read_bytes() == b"mine"
     out = _export(checkpoint, tmp_path / "ok.safetensors")
     _export(checkpoint, out)  # its own file, unchanged since: replaced
+    capsys.readouterr()
+    assert main(["export", "--checkpoint", str(checkpoint), "--model", str(out), "--dynamic"]) == 2
+    assert "apply to --onnx" in capsys.readouterr().err
 
 
 def test_info_test_and_onnx_export_take_a_model_file(trained, data_root, tmp_path, capsys):

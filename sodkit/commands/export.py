@@ -74,10 +74,14 @@ def export_model_file(args: argparse.Namespace) -> int:
     """``--model``: the checkpoint's weights (checked against its network, so that the file
     loads) with its resolved config and provenance, written whole."""
     from ..config import to_dict
+    from ..errors import UserError
     from ..model_file import SUFFIX, from_checkpoint, model_file_bytes
     from ..network import build_network
     from ..torchfile import load_checkpoint
 
+    if args.size or args.dynamic:
+        raise UserError("--size and --dynamic apply to --onnx; a model file has no input size "
+                        "of its own (its config's data.size is predict's default)")
     out, checkpoint = Path(args.model), Path(args.checkpoint)
     target = check_target(out, checkpoint, args.overwrite, "--model", SUFFIX)
     state = load_checkpoint(checkpoint)
