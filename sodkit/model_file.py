@@ -60,19 +60,45 @@ def _plain_tensors(weights: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_model_file(path: str | Path, weights: dict[str, Any], config: dict[str, Any],
-                     provenance: dict[str, Any]) -> Path:
-    """Write ``weights`` with ``config`` (a resolved config as a plain dict) and ``provenance``
-    (source, sha256, format, weights, sodkit_version, ...) to ``path``, whole or not at all."""
+def model_file_bytes(weights: dict[str, Any], config: dict[str, Any],
+                     provenance: dict[str, Any]) -> bytes:
+    """A model file's content: ``weights`` with ``config`` (a resolved config as a plain dict)
+    and ``provenance`` (source, sha256, format, weights, ...; ``sodkit_version`` is added)."""
     from safetensors.torch import save
 
     from . import __version__
-    from .atomic import write_atomic
 
     metadata = {_META_FORMAT: FORMAT, _META_CONFIG: json.dumps(config, sort_keys=True),
                 _META_PROVENANCE: json.dumps({"sodkit_version": __version__, **provenance},
                                              sort_keys=True)}
-    return write_atomic(path, save(_plain_tensors(weights), metadata=metadata))
+    return save(_plain_tensors(weights), metadata=metadata)
+
+
+def write_model_file(path: str | Path, weights: dict[str, Any], config: dict[str, Any],
+                     provenance: dict[str, Any]) -> Path:
+    """Write :func:`model_file_bytes` to ``path``, whole or not at all."""
+    from .atomic import write_atomic
+
+    return write_atomic(path, model_file_bytes(weights, config, provenance))
+
+
+def from_checkpoint(state: dict[str, Any], source: str | Path, which: str = "auto"
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(weights, provenance)`` of a model file made from a loaded checkpoint (or model file)
+    ``state`` read from ``source``: the EMA weights when it has them unless ``which`` is
+    ``model``; the provenance names the file, its sha256, its format and which weights."""
+    from .commands._common import check_finite_weights, pick_weights
+
+    source = Path(source)
+    name, weights = pick_weights(state, which, source)
+    check_finite_weights(weights, name, source)
+    provenance: dict[str, Any] = {
+        "source": source.name, "sha256": file_sha256(source),
+        "format": FORMAT if state.get("model_file") else "sodkit-checkpoint", "weights": name}
+    for key in ("epoch", "step", "best"):
+        if state.get(key) is not None:
+            provenance[key] = state[key]
+    return weights, provenance
 
 
 def _header(path: Path) -> dict[str, Any]:

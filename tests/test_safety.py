@@ -236,9 +236,15 @@ def test_a_checkpoint_that_runs_code_is_refused_everywhere(trained, data_root, t
 
 
 def test_every_checkpoint_sodkit_writes_loads_weights_only(trained):
-    for path in (trained / "checkpoints").glob("*.pt"):
+    paths = sorted((trained / "checkpoints").glob("*.pt"))
+    assert {"best.pt", "last.pt"} <= {p.name for p in paths}
+    for path in paths:
         state = torch.load(path, weights_only=True)
-        assert state["format"] == 2 and isinstance(state["rng"][0]["numpy"], dict)
+        assert state["format"] == 2
+        if path.name == "best.pt":  # weights for evaluation and fine-tuning, no run state (#28)
+            assert "rng" not in state and "optimizer" not in state
+        else:
+            assert isinstance(state["rng"][0]["numpy"], dict)
 
 
 def test_a_legacy_checkpoint_is_refused_then_converted_once(trained, data_root, tmp_path):

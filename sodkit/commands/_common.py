@@ -68,6 +68,13 @@ def pick_weights(state: dict[str, Any], which: str, source: Path) -> tuple[str, 
     """``(name, state dict)`` of the weights ``--weights`` asks for."""
     from ..errors import UserError
 
+    if state.get("model_file"):  # one set of weights, the one its provenance names
+        held = str(state.get("provenance", {}).get("weights", "model"))
+        if which not in ("auto", held):
+            raise UserError(f"{source} is a model file holding the {held} weights only; drop "
+                            f"--weights {which}, or export the {which} weights from the "
+                            f"training checkpoint")
+        return held, state["model"]
     ema = state.get("ema")
     if which == "ema" and not ema:
         raise UserError(f"{source} has no EMA weights (trained without train.ema_decay); "

@@ -1,4 +1,6 @@
-"""``sodkit export --checkpoint PATH --onnx FILE``: ONNX export with an onnxruntime parity check."""
+"""``sodkit export --checkpoint PATH --onnx FILE``: ONNX export with an onnxruntime parity check;
+``--model FILE.safetensors``: a model file (weights, resolved config and provenance; see
+:mod:`sodkit.model_file`)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from ._common import add_weights_argument, checkpoint_config, int_in, load_weigh
 if TYPE_CHECKING:
     from ..outputs import OutputFolder
 
-HELP = "export a checkpoint's network (with its sigmoid) to ONNX and check it with onnxruntime"
+HELP = ("export a checkpoint's network to ONNX (with its sigmoid, checked with onnxruntime) or "
+        "to a model file (.safetensors: weights, config and provenance, no training state)")
 
 logger = logging.getLogger(__name__)
 # below 11, ONNX has no Resize that matches bilinear interpolation (tested: 9 and 10 differ)
@@ -22,8 +25,13 @@ MIN_OPSET = 11
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
-    parser.add_argument("--onnx", required=True, type=user_path, help="the .onnx file to write")
+    parser.add_argument("--checkpoint", required=True,
+                        help="a .pt file written by sodkit train, or a model file")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--onnx", type=user_path, help="the .onnx file to write")
+    target.add_argument("--model", type=user_path, metavar="FILE.safetensors",
+                        help="the model file to write: the EMA weights when the checkpoint has "
+                             "them (unless --weights model), its config and where they came from")
     parser.add_argument("--size", type=int_in(32, MAX_SIZE), nargs=2, metavar=("H", "W"),
                         help="input size of the export (default: the training data.size)")
     parser.add_argument("--dynamic", action="store_true",
@@ -31,22 +39,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opset", type=int_in(MIN_OPSET), default=17,
                         help=f"ONNX opset version (from {MIN_OPSET} to what torch supports)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing --onnx file that sodkit export did not write, "
+                        help="replace an existing output file that sodkit export did not write, "
                              "or that was changed since")
     add_weights_argument(parser)
 
 
-def check_target(onnx: Path, checkpoint: Path, overwrite: bool) -> OutputFolder:
-    """The output is a new .onnx file, or one sodkit export wrote and nobody changed since (or
-    any, with --overwrite), never the input nor in another command's folder."""
+def check_target(out: Path, checkpoint: Path, overwrite: bool, flag: str = "--onnx",
+                 suffix: str = ".onnx") -> OutputFolder:
+    """The output is a new file, or one sodkit export wrote and nobody changed since (or any,
+    with --overwrite), never the input nor in another command's folder."""
     from ..errors import UserError
     from ..outputs import single_file
 
-    if onnx.suffix != ".onnx":
-        raise UserError(f"--onnx {onnx}: the file name must end with .onnx")
-    if not onnx.parent.is_dir():
-        raise UserError(f"--onnx {onnx}: the folder {onnx.parent} does not exist")
-    return single_file(onnx, "export", overwrite, "--onnx", [checkpoint], flag="--overwrite")
+    if out.suffix != suffix:
+        raise UserError(f"{flag} {out}: the file name must end with {suffix}")
+    if not out.parent.is_dir():
+        raise UserError(f"{flag} {out}: the folder {out.parent} does not exist")
+    return single_file(out, "export", overwrite, flag, [checkpoint], flag="--overwrite")
 
 
 def check_opset(opset: int) -> None:
@@ -61,7 +70,35 @@ def check_opset(opset: int) -> None:
                         f"{MIN_OPSET} to {newest}")
 
 
+def export_model_file(args: argparse.Namespace) -> int:
+    """``--model``: the checkpoint's weights (checked against its network, so that the file
+    loads) with its resolved config and provenance, written whole."""
+    from ..config import to_dict
+    from ..errors import UserError
+    from ..model_file import SUFFIX, from_checkpoint, model_file_bytes
+    from ..network import build_network
+    from ..torchfile import load_checkpoint
+
+    if args.size or args.dynamic:
+        raise UserError("--size and --dynamic apply to --onnx; a model file has no input size "
+                        "of its own (its config's data.size is predict's default)")
+    out, checkpoint = Path(args.model), Path(args.checkpoint)
+    target = check_target(out, checkpoint, args.overwrite, "--model", SUFFIX)
+    state = load_checkpoint(checkpoint)
+    cfg = checkpoint_config(state, checkpoint)
+    weights, provenance = from_checkpoint(state, checkpoint, args.weights)
+    net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"))
+    load_weights(net, {**state, "model": weights, "ema": None, "model_file": False},
+                 checkpoint, "model")
+    target.write_bytes(out, model_file_bytes(weights, to_dict(cfg), provenance))
+    print(f"wrote {out} ({cfg.model.name}/{cfg.model.backbone}, {provenance['weights']} weights "
+          f"of {checkpoint.name}, {len(weights)} tensors, no training state)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.model is not None:
+        return export_model_file(args)
     from ..engine.export import TOLERANCE, SaliencyModel, check_parity, export_onnx, parity_sizes
     from ..errors import UserError
     from ..network import build_network

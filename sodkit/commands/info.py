@@ -1,13 +1,22 @@
-"""``sodkit info CONFIG``: parameters, FLOPs at the input size, feature maps, what is registered."""
+"""``sodkit info CONFIG|CHECKPOINT``: parameters, FLOPs at the input size, feature maps, what is
+registered; of a recipe's network, or of the network a checkpoint or model file holds (its
+stored config, with the overrides on top)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ._common import add_config_arguments, load_cli_config
 
-HELP = "parameters, FLOPs at the input size and feature maps of a config's network"
+if TYPE_CHECKING:
+    from ..config import Config
+
+HELP = ("parameters, FLOPs at the input size and feature maps of a config's network, or of a "
+        "checkpoint's or model file's")
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,11 +24,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def checkpoint_source(args: argparse.Namespace) -> tuple[Config, dict[str, Any]]:
+    """The config stored in the checkpoint or model file ``args.config`` (overrides applied and
+    checked like a recipe's), and what the file says about its weights."""
+    from ..config.loader import _apply_override, stored_config
+    from ..torchfile import load_checkpoint
+
+    path = Path(args.config)
+    state = load_checkpoint(path)
+    raw = json.loads(json.dumps(state.get("config")))  # a copy the overrides may change
+    for item in args.overrides:
+        if isinstance(raw, dict):
+            _apply_override(raw, item)
+    cfg = stored_config(raw, path)
+    if state.get("model_file"):
+        about = {"file": str(path), "kind": "model file", **state.get("provenance", {})}
+    else:
+        about = {"file": str(path), "kind": "checkpoint", "epoch": state.get("epoch"),
+                 "step": state.get("step"), "ema": bool(state.get("ema")),
+                 "training_state": "optimizer" in state}
+    return cfg, about
+
+
 def run(args: argparse.Namespace) -> int:
-    cfg = load_cli_config(args)
+    about = None
+    if Path(args.config).suffix.lower() in CHECKPOINT_SUFFIXES:
+        cfg, about = checkpoint_source(args)
+    else:
+        cfg = load_cli_config(args)
 
     from ..engine.info import describe, format_description
 
     info = describe(cfg)
+    if about is not None:
+        info = {"source": about, **info}
     print(json.dumps(info, indent=2) if args.json else format_description(info))
     return 0

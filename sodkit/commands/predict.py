@@ -11,16 +11,21 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config.schema import MAX_SIZE, MIN_SIZE
 from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
+
+if TYPE_CHECKING:
+    from ..cutout import Rendering
 
 HELP = "predict saliency masks for images (files or folders), each at its own resolution"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files and/or folders")
-    parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
+    parser.add_argument("--checkpoint", required=True,
+                        help="a .pt file written by sodkit train, or a model file")
     parser.add_argument("--out", required=True, type=user_path,
                         help="folder for the <stem>.png masks (new, empty, or sodkit's own)")
     parser.add_argument("--force", action="store_true",
@@ -40,6 +45,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the images that cannot be read (truncated, corrupt, not "
                              "an image), list them and write the others' masks (default: such "
                              "an image stops the command)")
+    add_save_arguments(parser)
+
+
+def add_save_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--save`` and its options (what each ``<stem>.png`` holds: :mod:`sodkit.cutout`)."""
+    from ..cutout import MODES
+
+    parser.add_argument("--save", choices=MODES, default="mask",
+                        help="mask: uint8 map (default); soft: 16-bit map; binary: 0/255 at "
+                             "--threshold; cutout: RGBA, the mask as alpha; overlay: the image "
+                             "with the object tinted")
+    parser.add_argument("--threshold", type=float, default=0.5,
+                        help="--save binary: foreground where the probability is >= this")
+    parser.add_argument("--background", metavar="COLOR",
+                        help="--save cutout: a solid background (white, #RRGGBB, R,G,B) "
+                             "instead of transparency")
+    parser.add_argument("--tint", metavar="COLOR", default="red", help="--save overlay: colour")
+    parser.add_argument("--estimate-foreground", action="store_true",
+                        help="--save cutout: estimate the object's colours on soft edges "
+                             "(no halo of the old background; needs sodkit[cutout])")
+
+
+def rendering_of(args: argparse.Namespace) -> Rendering | None:
+    """What ``--save`` asks for, checked before any work; None for the plain mask."""
+    from ..cutout import Rendering, parse_color
+    from ..errors import UserError
+
+    if args.save != "cutout" and (args.background or args.estimate_foreground):
+        raise UserError("--background and --estimate-foreground apply to --save cutout")
+    rendering = Rendering(args.save, args.threshold,
+                          parse_color(args.background) if args.background else None,
+                          parse_color(args.tint), args.estimate_foreground)
+    return None if args.save == "mask" else rendering
 
 
 def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> None:
@@ -66,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from ..resources import cap_workers
     from ..torchfile import load_checkpoint
 
+    rendering = rendering_of(args)
     paths = collect_inputs(args.inputs)
     out = Path(args.out)
     check_out(out, args.inputs, paths, args.force)
@@ -83,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         predict_files(model, paths, transform, runtime, folder or out,
                       batch_size=args.batch_size, num_workers=workers,
                       tta=cfg.eval.tta if args.tta is None else args.tta,
-                      skip_bad=args.skip_bad)
+                      rendering=rendering, skip_bad=args.skip_bad)
     finally:
         runtime.close()
     return 0

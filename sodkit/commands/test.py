@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--checkpoint", required=True, help="a .pt file written by sodkit train")
+    parser.add_argument("--checkpoint", required=True,
+                        help="a .pt file written by sodkit train, or a model file")
     parser.add_argument("--out", type=user_path,
                         help="folder for this evaluation (default: <run folder>/eval/"
                              "<checkpoint name>/, beside the training run's results)")
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         which = load_weights(model, state, Path(args.checkpoint), args.weights)
         model = runtime.wrap(model)
         logger.info("evaluating %s (%s, %s weights) on %s", args.checkpoint,
-                    checkpoint_position(state), which, ", ".join(loaders))
+                    checkpoint_position(
+                        {**(state.get("provenance") or {}), **state}), which, ", ".join(loaders))
         result = evaluate(model, loaders, runtime, cfg, pred_root)
         if runtime.is_main:
             write_eval_outputs(result, folder)

@@ -1,6 +1,10 @@
 """Run-folder checkpoints: ``step_NNNNNNNN.pt`` at epoch ends, every few steps or minutes and on
 preemption (the newest few kept), ``last.pt`` the newest of them, ``best.pt`` by the chosen metric.
 
+``best.pt`` holds what evaluation and fine-tuning read (:data:`BEST_KEYS`: the weights, the EMA,
+the config, the epoch, step and best score), not the optimizer, scheduler, scaler or RNG state of
+the run: those are for resuming, which reads ``last.pt`` and the step files only.
+
 Only rank 0 writes, and every write is atomic (see :func:`~sodkit.torchfile.save_atomic`), so a
 crash or a preemption in the middle of a save leaves the previous file intact.
 """
@@ -25,6 +29,9 @@ from .runtime import Runtime
 logger = logging.getLogger(__name__)
 
 LOWER_IS_BETTER = ("MAE", "BER")  # metric names ending in these are minimised
+# what best.pt keeps of the trainer's state (a 2-step ConvNeXt-T run's optimizer state doubled it)
+BEST_KEYS = ("format", "model", "ema", "config", "epoch", "evaluated", "step", "steps_per_epoch",
+             "best", "world_size")
 _STEP_FILE = re.compile(r"^step_\d{8}\.pt$")
 # torchfile.save_atomic's and _link_atomic's temporary names: .NAME.tmp-PID, .NAME.link-PID
 _TEMP_FILE = re.compile(r"^\..+\.(?:tmp|link)-(\d+)$")
@@ -106,8 +113,9 @@ class CheckpointManager:
             save_atomic(state, self.folder / f"epoch_{state['epoch']:04d}.pt")
 
     def save_best(self, state: dict[str, Any]) -> None:
+        """``best.pt``: the :data:`BEST_KEYS` of ``state`` (no resumable training state)."""
         if self.runtime.is_main:
-            save_atomic(state, self.best)
+            save_atomic({key: state[key] for key in BEST_KEYS if key in state}, self.best)
 
     def load_resume(self, resume: str | None) -> tuple[Path, dict[str, Any]] | None:
         """The checkpoint to resume from and its state, or None for a fresh start.
@@ -123,6 +131,11 @@ class CheckpointManager:
             if state.get("model_file"):
                 raise UserError(f"--resume {resume}: a model file holds weights, not a run's "
                                 f"training state; start a run from it with model.init_from")
+            if "optimizer" not in state:
+                raise UserError(f"--resume {resume}: it holds weights, not a run's training "
+                                f"state (best.pt keeps no optimizer state); resume from "
+                                f"last.pt or a step_*.pt file, or start a run from it with "
+                                f"model.init_from")
             return Path(resume), state
         candidates = [p for p in (self.last, *self.step_files()) if p.is_file()]
         for path in candidates:

@@ -127,11 +127,18 @@ def agree_on_round(runtime: Runtime, probs: torch.Tensor | None, names: Sequence
                         f"batch is written ({hint})")
 
 
-def to_uint8_at(prob: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
-    """Resize one (1, 1, h, w) probability map to ``size`` (bilinear) and quantise like a PNG."""
+def probability_at(prob: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """One (1, 1, h, w) probability map resized to ``size`` (bilinear), as (H, W) float32: what
+    :func:`to_uint8_at` quantises, and what the Python API and the cut-outs read."""
     if tuple(prob.shape[-2:]) != tuple(size):
         prob = F.interpolate(prob, size=size, mode="bilinear", align_corners=False)
-    return prob[0, 0].mul(255.0).round_().clamp_(0, 255).to(torch.uint8).cpu().numpy()
+    return prob[0, 0]
+
+
+def to_uint8_at(prob: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
+    """Resize one (1, 1, h, w) probability map to ``size`` (bilinear) and quantise like a PNG."""
+    return probability_at(prob, size).mul(255.0).round_().clamp_(0, 255).to(torch.uint8).cpu(
+        ).numpy()
 
 
 def evaluate(

@@ -71,7 +71,12 @@ def _human(value: float, unit: str) -> str:
 def format_description(info: dict[str, Any]) -> str:
     p = info["parameters"]
     reg = info["registered"]
+    source = info.get("source")
+    head = [f"source       {source['kind']} {source['file']}: "
+            + ", ".join(f"{k} {v}" for k, v in source.items() if k not in ("kind", "file"))
+            ] if source else []
     return "\n".join([
+        *head,
         f"network      {info['network']} on {info['backbone']} "
         f"(checkpointing {info['checkpointing']})",
         f"parameters   total {p['total']} ({_human(p['total'], '')}), trainable {p['trainable']}; "

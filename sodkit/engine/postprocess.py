@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .evaluator import TTA, predict_probabilities, to_uint8_at
+from .evaluator import TTA, predict_probabilities, probability_at, to_uint8_at
 from .runtime import Runtime
 
 
@@ -43,6 +43,11 @@ class Postprocess:
         """One image's scores (C, h, w) -> probabilities (1, h, w), for looking at."""
         return scores
 
+    def probability_map(self, scores: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        """One image's scores (1, C, h, w) -> float32 (H, W) in [0, 1]: what :meth:`to_mask`
+        quantises (the Python API's maps and the cut-outs read it)."""
+        return probability_at(scores, size)
+
 
 class MINetPostprocess(Postprocess):
     def to_mask(self, scores: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
@@ -51,18 +56,25 @@ class MINetPostprocess(Postprocess):
         at_input = scores[0, 0].mul(255.0).to(torch.uint8).cpu().numpy()  # .byte(): truncation
         return np.asarray(Image.fromarray(at_input).resize((size[1], size[0]), Image.NEAREST))
 
+    def probability_map(self, scores: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        # the authors quantise at the input size before resizing: their mask is the map
+        return torch.from_numpy(self.to_mask(scores, size)).float().div_(255.0)
+
 
 class F3NetPostprocess(Postprocess):
     coarse = True
 
     def to_mask(self, scores: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
-        logits = F.interpolate(scores.float(), size=tuple(size), mode="bilinear",
-                               align_corners=False)
-        probs = torch.sigmoid(logits).mean(dim=1)[0]
+        probs = self.probability_map(scores, size)
         return probs.mul(255.0).round_().clamp_(0, 255).to(torch.uint8).cpu().numpy()
 
     def probabilities(self, scores: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(scores.float()).mean(dim=0, keepdim=True)
+
+    def probability_map(self, scores: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        logits = F.interpolate(scores.float(), size=tuple(size), mode="bilinear",
+                               align_corners=False)
+        return torch.sigmoid(logits).mean(dim=1)[0]
 
 
 POSTPROCESS: dict[str, Postprocess] = {

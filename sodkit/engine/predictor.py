@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -21,6 +22,9 @@ from .evaluator import MaskWriter, agree_on_round
 from .postprocess import postprocess_of, predict_scores
 from .runtime import Runtime, eval_mode
 from .skip_bad import SkipUnreadable, collate_skipping, next_batch, report_skipped
+
+if TYPE_CHECKING:
+    from ..cutout import Rendering
 
 logger = logging.getLogger(__name__)
 
@@ -49,15 +53,17 @@ def collect_inputs(inputs: Sequence[str | Path]) -> list[Path]:
 
 
 class _ImageFiles(Dataset):
-    def __init__(self, paths: list[Path], transform: Callable[[np.ndarray], torch.Tensor]) -> None:
-        self.paths, self.transform = paths, transform
+    def __init__(self, paths: list[Path], transform: Callable[[np.ndarray], torch.Tensor],
+                 keep_image: bool = False) -> None:
+        self.paths, self.transform, self.keep_image = paths, transform, keep_image
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> dict:
         image = read_image(self.paths[index])
-        return {"image": self.transform(image), "size": image.shape[:2], "index": index}
+        return {"image": self.transform(image), "size": image.shape[:2], "index": index,
+                "original": image if self.keep_image else None}
 
 
 def _collate(items: list[dict]) -> dict:
@@ -65,7 +71,32 @@ def _collate(items: list[dict]) -> dict:
         "image": torch.stack([it["image"] for it in items]),
         "size": [it["size"] for it in items],
         "index": [it["index"] for it in items],
+        "original": [it.get("original") for it in items],
     }
+
+
+def predict_arrays(
+    model: nn.Module,
+    images: Sequence[np.ndarray],
+    transform: Callable[[np.ndarray], torch.Tensor],
+    runtime: Runtime,
+    batch_size: int = 8,
+    tta: Sequence[str] = (),
+    precision: str = "fp32",
+) -> Iterator[np.ndarray]:
+    """Probability maps (float32 (H, W) in [0, 1], each at its image's own size) of uint8 RGB
+    arrays, in order: the Python API's path, with :func:`predict_files`' transform, forward
+    and resize (whose PNGs are these maps quantised), the transform's pipeline included
+    (``data.preprocess``: :mod:`sodkit.engine.postprocess`)."""
+    post = postprocess_of(transform)
+    with eval_mode(model):
+        for start in range(0, len(images), batch_size):
+            chunk = images[start : start + batch_size]
+            batch = torch.stack([transform(image) for image in chunk]).to(runtime.device)
+            probs = predict_scores(model, batch, runtime, post, precision, tta=tta)
+            for i, image in enumerate(chunk):
+                prob = post.probability_map(probs[i : i + 1], tuple(image.shape[:2]))
+                yield prob.float().cpu().numpy()
 
 
 def predict_files(
@@ -77,9 +108,12 @@ def predict_files(
     batch_size: int = 8,
     num_workers: int = 0,
     tta: Sequence[str] = (),
+    rendering: Rendering | None = None,
     skip_bad: bool = False,
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
+
+    ``rendering`` (``--save``): what each PNG holds (:mod:`sodkit.cutout`); None: the mask.
 
     Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
     ``out_dir``: the folder, or the output folder the command claimed (its rules apply).
@@ -88,7 +122,8 @@ def predict_files(
     outputs = out_dir if isinstance(out_dir, OutputFolder) else OutputFolder.at(out_dir)
     out_dir = outputs.root if isinstance(out_dir, OutputFolder) else Path(out_dir)
     mine = [paths[i] for i in shard_range(len(paths), runtime.rank, runtime.world_size)]
-    dataset, collate = _ImageFiles(mine, transform), _collate
+    keep = rendering is not None and rendering.needs_image
+    dataset, collate = _ImageFiles(mine, transform, keep), _collate
     if skip_bad:
         dataset, collate = SkipUnreadable(dataset), collate_skipping(collate)
     skipped: list[tuple[int, str]] = []
@@ -111,7 +146,11 @@ def predict_files(
             files = []
             for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
                 target = inside(out_dir, f"{mine[index].stem}.png")
-                files.append((target, encode_mask(post.to_mask(probs[i : i + 1], tuple(size)))))
+                scores = probs[i : i + 1]
+                files.append((target, encode_mask(post.to_mask(scores, tuple(size)))
+                              if rendering is None else rendering.png(
+                                  post.probability_map(scores, tuple(size)).cpu().numpy(),
+                                  batch["original"][i])))
                 written.append(target)
             writer.send(files)
     left_out = report_skipped(runtime, [(mine[i], why) for i, why in skipped]) if skip_bad else 0
