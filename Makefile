@@ -44,7 +44,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q $(PIP_EXTRA) -e ".[test,export]"
+	$(BIN)/pip install -q $(PIP_EXTRA) -e ".[test,export,cutout]"
 	touch $@
 
 clean:
