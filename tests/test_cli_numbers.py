@@ -18,6 +18,8 @@ CASES = [
      ["0", "-2", "1025", "1.5"], "8"),
     (["predict", "--checkpoint", "c.pt", "--out", "o", "in"], "--size", ["1", "4097"], "320"),
     (["predict", "--checkpoint", "c.pt", "--out", "o", "in"], "--workers", ["-1"], "0"),
+    (["predict", "--checkpoint", "c.pt", "--out", "o", "in", "--save", "binary"], "--threshold",
+     ["-0.1", "1.5", "nan", "inf", "half"], "0.3"),
     (["eval", "--gt", "g", "--pred", "p", "--out", "o"], "--workers", ["0", "-3"], "1"),
     (["eval", "--gt", "g", "--pred", "p", "--out", "o"], "--decimals", ["-1", "10"], "3"),
     (["report", "run", "--out", "r.html"], "--decimals", ["-1"], "0"),

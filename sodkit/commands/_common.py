@@ -34,6 +34,22 @@ def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def float_in(low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number in ``[low, high]`` (``nan`` and ``inf`` refused:
+    a NaN threshold would compare false everywhere and write empty masks)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:  # false for NaN
+            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
+        return value
+
+    parse.__name__ = "float"
+    return parse
+
+
 def user_path(text: str) -> str:
     """An argparse ``type`` for a path the user names: ``~`` is the home folder (the shell
     expands ``--out ~/x`` but leaves ``--out=~/x`` alone, which would create ``./~/x``)."""

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config.schema import MAX_SIZE, MIN_SIZE
-from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
+from ._common import (
+    add_weights_argument,
+    checkpoint_config,
+    float_in,
+    int_in,
+    load_weights,
+    user_path,
+)
 
 if TYPE_CHECKING:
     from ..cutout import Rendering
@@ -56,7 +63,7 @@ def add_save_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mask: uint8 map (default); soft: 16-bit map; binary: 0/255 at "
                              "--threshold; cutout: RGBA, the mask as alpha; overlay: the image "
                              "with the object tinted")
-    parser.add_argument("--threshold", type=float, default=0.5,
+    parser.add_argument("--threshold", type=float_in(0.0, 1.0), default=0.5,
                         help="--save binary: foreground where the probability is >= this")
     parser.add_argument("--background", metavar="COLOR",
                         help="--save cutout: a solid background (white, #RRGGBB, R,G,B) "
