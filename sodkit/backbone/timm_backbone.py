@@ -17,6 +17,7 @@ from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
 from ..errors import UserError
 from . import checkpointing
+from .levels import AUTO, WITH_STRIDE_2, StrideNeed, family_levels, pick_indices
 from .weights import load_matching
 
 HUB = "timm"  # model.pretrained value: timm's own ImageNet weights (downloaded to its cache)
@@ -38,13 +39,15 @@ class Backbone(nn.Module):
         self,
         name: str,
         pretrained: str | None = None,
-        out_indices: Sequence[int] | None = None,
+        out_indices: Sequence[int] | str | None = None,
+        need: StrideNeed = WITH_STRIDE_2,
         **kwargs: Any,
     ) -> None:
         super().__init__()
         self.name = name
         from_hub = pretrained == HUB
-        self.body = create_features_model(name, out_indices, kwargs, from_hub=from_hub)
+        indices = resolve_out_indices(name, out_indices, kwargs, need)
+        self.body = create_features_model(name, indices, kwargs, from_hub=from_hub)
         info = self.body.feature_info
         self.channels: list[int] = [int(c) for c in info.channels()]
         self.strides: list[int] = [int(s) for s in info.reduction()]
@@ -64,9 +67,11 @@ class Backbone(nn.Module):
         self.checkpointing = granularity if enabled else None
 
     @classmethod
-    def from_cfg(cls, cfg: ModelCfg) -> Backbone:
-        """Build from the ``model`` config section (backbone, pretrained, out_indices, kwargs)."""
-        return cls(cfg.backbone, cfg.pretrained, cfg.out_indices, **cfg.backbone_kwargs)
+    def from_cfg(cls, cfg: ModelCfg, need: StrideNeed = WITH_STRIDE_2) -> Backbone:
+        """Build from the ``model`` config section (backbone, pretrained, out_indices, kwargs);
+        ``need``: the strides the network takes (``out_indices: auto`` picks them)."""
+        return cls(cfg.backbone, cfg.pretrained, cfg.out_indices, need=need,
+                   **cfg.backbone_kwargs)
 
     def forward(self, x: Tensor) -> list[Tensor]:
         """Feature maps (B, C_i, H / s_i, W / s_i), highest resolution first."""
@@ -91,6 +96,21 @@ def size_free_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     if name.startswith("swin") and not size_keys & set(args):
         args["strict_img_size"] = False
     return args
+
+
+def resolve_out_indices(name: str, out_indices: Sequence[int] | str | None,
+                        kwargs: dict[str, Any], need: StrideNeed) -> list[int] | None:
+    """``auto``: the levels of ``name`` that give the strides in ``need``
+    (:mod:`sodkit.backbone.levels`); a list or None (timm's default levels) pass through."""
+    if out_indices != AUTO:
+        if isinstance(out_indices, str):
+            raise ConfigError(f"model.out_indices: {out_indices!r} is not 'auto', null or a list "
+                              f"of level indices")
+        return None if out_indices is None else list(out_indices)
+    if not timm.is_model(name):
+        return None  # create_features_model names the closest model
+    levels = family_levels(name, size_free_kwargs(name, kwargs))
+    return pick_indices(name, levels, need) if levels else None
 
 
 def create_features_model(

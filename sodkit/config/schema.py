@@ -83,7 +83,9 @@ class ModelCfg:
     # ImageNet weights via its hub cache: the only download sodkit makes), or null (scratch)
     pretrained: str | None = None
     decoder_channels: int = ranged(64, above=0)
-    out_indices: list[int] | None = ranged(None, low=0)  # backbone stages to use; None = all
+    # backbone levels: auto (the strides the network needs, from timm's feature_info), a list of
+    # level indices, or null (every level timm gives by default)
+    out_indices: list[int] | Literal["auto"] | None = ranged("auto", low=0)
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
     # gradient checkpointing: recompute activations in backward instead of keeping them
     checkpointing: Literal["off", "backbone", "decoder", "all"] = "off"

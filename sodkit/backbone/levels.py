@@ -1,0 +1,69 @@
+"""``model.out_indices: auto``: the backbone levels a network needs, picked from timm's
+``feature_info`` for any family.
+
+Every network declares the strides it needs (:class:`StrideNeed`): the strides it must have and
+those it takes when the family gives them (fpn and minet use a stride-2 map where there is one,
+as they did when ``out_indices`` meant "all levels"). The family's levels are read from a model
+built on the meta device (no memory, no weights, milliseconds), so the real model is then built
+with exactly the levels used. A family that lacks a required stride is refused with one line
+that says what it gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import timm
+import torch
+
+from ..config.loader import ConfigError
+
+AUTO = "auto"  # model.out_indices value
+
+
+@dataclass(frozen=True)
+class StrideNeed:
+    """The input-to-map strides a network's decoder takes, finest first."""
+
+    required: tuple[int, ...] = (4, 8, 16, 32)
+    optional: tuple[int, ...] = ()  # taken when the family has them
+
+    def all(self) -> tuple[int, ...]:
+        return tuple(sorted(set(self.required) | set(self.optional)))
+
+
+# fpn / minet: strides 4-32, plus the stride-2 map where the family has one (ResNet's five levels)
+WITH_STRIDE_2 = StrideNeed(required=(4, 8, 16, 32), optional=(2,))
+# F3Net's code: out2..out5, strides 4-32 only
+STRIDES_4_TO_32 = StrideNeed(required=(4, 8, 16, 32))
+
+
+def family_levels(name: str, kwargs: dict[str, Any]) -> list[tuple[int, int]]:
+    """``(stride, channels)`` of each level timm's ``feature_info`` lists for ``name``, in index
+    order, read from a model built on the meta device. Empty when it cannot be read (the real
+    build then reports the problem)."""
+    args = {k: v for k, v in kwargs.items() if k not in ("out_indices", "features_only")}
+    try:
+        with torch.device("meta"):
+            model = timm.create_model(name, pretrained=False, **args)
+        info = getattr(model, "feature_info", None) or []
+        return [(int(d["reduction"]), int(d["num_chs"])) for d in info]
+    except Exception:  # noqa: BLE001 - any probe failure: let the real build say what is wrong
+        return []
+
+
+def pick_indices(name: str, levels: list[tuple[int, int]], need: StrideNeed) -> list[int]:
+    """Indices into ``levels`` giving each needed stride once (the deepest level of that stride:
+    the last one listed); ConfigError, in one line, when a required stride is missing."""
+    by_stride: dict[int, int] = {}
+    for index, (stride, _) in enumerate(levels):
+        by_stride[stride] = index  # later (deeper) levels of one stride win
+    missing = [s for s in need.required if s not in by_stride]
+    if missing:
+        gives = sorted(by_stride)
+        raise ConfigError(
+            f"model.backbone: {name!r} gives feature maps at strides {gives}, the network needs "
+            f"strides {list(need.required)} (missing {missing}); pick another backbone or set "
+            f"model.out_indices to indices into its levels")
+    return [by_stride[s] for s in need.all() if s in by_stride]
