@@ -24,7 +24,7 @@ def test_auto_is_the_default_and_parses() -> None:
     assert load_config(ROOT / "configs" / "duts_fpn_r50.yaml").model.out_indices == "auto"
     cfg = load_config(ROOT / "configs" / "demo.yaml", ["model.out_indices=null"])
     assert cfg.model.out_indices is None
-    assert load_config(ROOT / "configs" / "demo.yaml").model.out_indices == [1, 2, 3, 4]
+    assert load_config(ROOT / "configs" / "duts_f3net_r50.yaml").model.out_indices == [1, 2, 3, 4]
     with pytest.raises(ConfigError, match="model.out_indices"):
         load_config(ROOT / "configs" / "demo.yaml", ["model.out_indices=autoo"])
     with pytest.raises(ConfigError, match=r"model.out_indices.0: must be >= 0"):
@@ -32,7 +32,7 @@ def test_auto_is_the_default_and_parses() -> None:
 
 
 @pytest.mark.parametrize(("network", "backbone", "strides"), [
-    ("fpn", "resnet18", [2, 4, 8, 16, 32]),  # as "all levels" gave before: recipes unchanged
+    ("fpn", "resnet18", [4, 8, 16, 32]),  # P2-P5, as the demo's [1, 2, 3, 4]
     ("minet", "resnet18", [2, 4, 8, 16, 32]),  # MINet_Res50: all five levels
     ("f3net", "resnet18", [4, 8, 16, 32]),  # F3Net: out2..out5
     ("fpn", "convnext_atto", [4, 8, 16, 32]),

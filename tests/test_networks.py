@@ -50,7 +50,8 @@ def test_equal_stride_backbone(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["fpn", "minet"])
 def test_top_down_aux_is_coarse_to_fine(name: str) -> None:
-    model = build_network(ModelCfg(name=name, backbone="resnet18", decoder_channels=8)).eval()
+    model = build_network(ModelCfg(name=name, backbone="resnet18", decoder_channels=8,
+                                   out_indices=None)).eval()  # all five levels
     with torch.no_grad():
         outputs = model(torch.randn(1, 3, 64, 64))
     assert [side.shape[-1] for side in outputs["aux"]] == [2, 4, 8, 16]  # strides 32..4

@@ -2,8 +2,8 @@
 ``feature_info`` for any family.
 
 Every network declares the strides it needs (:class:`StrideNeed`): the strides it must have and
-those it takes when the family gives them (fpn and minet use a stride-2 map where there is one,
-as they did when ``out_indices`` meant "all levels"). The family's levels are read from a model
+those it takes when the family gives them (minet uses a stride-2 map where there is one, as
+MINet_Res50 takes all five ResNet levels). The family's levels are read from a model
 built on the meta device (no memory, no weights, milliseconds), so the real model is then built
 with exactly the levels used. A family that lacks a required stride is refused with one line
 that says what it gives.
@@ -33,9 +33,9 @@ class StrideNeed:
         return tuple(sorted(set(self.required) | set(self.optional)))
 
 
-# fpn / minet: strides 4-32, plus the stride-2 map where the family has one (ResNet's five levels)
+# minet: strides 4-32, plus the stride-2 map where the family has one (ResNet's five levels)
 WITH_STRIDE_2 = StrideNeed(required=(4, 8, 16, 32), optional=(2,))
-# F3Net's code: out2..out5, strides 4-32 only
+# fpn (P2-P5) and F3Net's code (out2..out5): strides 4-32 only
 STRIDES_4_TO_32 = StrideNeed(required=(4, 8, 16, 32))
 
 

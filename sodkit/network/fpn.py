@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..backbone import Backbone
-from ..backbone.levels import WITH_STRIDE_2
+from ..backbone.levels import STRIDES_4_TO_32
 from ..config.schema import ModelCfg
 from ..module import ConvBNAct, resize_to
 from .base import NETWORKS, SODNetwork
@@ -26,7 +26,7 @@ class FPN(SODNetwork):
     **coarse to fine** (``aux[0]`` is the lowest resolution).
     """
 
-    STRIDES = WITH_STRIDE_2  # what model.out_indices: auto picks
+    STRIDES = STRIDES_4_TO_32  # P2-P5 of a classic FPN; what model.out_indices: auto picks
 
     def __init__(self, cfg: ModelCfg) -> None:
         super().__init__()
