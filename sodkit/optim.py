@@ -48,7 +48,9 @@ def param_groups(model: nn.Module, lr: float, cfg: OptimCfg) -> list[dict]:
     """
     inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     backbone = getattr(inner, "backbone", None)
-    backbone_ids = {id(p) for p in backbone.parameters()} if backbone is not None else set()
+    # the pretrained encoder (a plain ViT's new pyramid, outside .body, learns at the decoder's lr)
+    encoder = getattr(backbone, "body", backbone)
+    backbone_ids = {id(p) for p in encoder.parameters()} if encoder is not None else set()
     if backbone is None and cfg.backbone_lr_factor != 1.0:
         log.warning("%s has no .backbone: optim.backbone_lr_factor is ignored",
                     type(inner).__name__)

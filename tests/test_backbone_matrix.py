@@ -20,8 +20,11 @@ from sodkit.optim import build_optimizer
 ROOT = Path(__file__).resolve().parents[1]
 
 # family -> input side its windows / patches allow (Swin: windows padded by timm at any size)
+# plain ViTs (DINOv2 with patch 14: 64 px is padded to 70; DeiT-S; SAM's ViT-B) get a pyramid.
 FAMILIES = {"resnet18": 64, "convnext_atto": 64, "efficientnet_b0": 64,
-            "swin_tiny_patch4_window7_224": 64, "pvt_v2_b0": 64}
+            "swin_tiny_patch4_window7_224": 64, "pvt_v2_b0": 64,
+            "vit_small_patch14_dinov2": 64, "vit_small_patch16_224": 64,
+            "samvit_base_patch16": 64}
 NETWORKS = ["fpn", "minet", "f3net"]
 
 
@@ -62,7 +65,7 @@ def train_step_and_evaluate(network: str, backbone: str, size: int, **model_keys
     return result
 
 
-@pytest.mark.slow  # the 15 cases take about a minute on one CPU core
+@pytest.mark.slow  # the 24 cases take minutes on one CPU core
 @pytest.mark.parametrize("network", NETWORKS)
 @pytest.mark.parametrize("backbone", list(FAMILIES))
 def test_matrix_trains_a_step_and_evaluates(backbone: str, network: str) -> None:

@@ -67,3 +67,40 @@ def pick_indices(name: str, levels: list[tuple[int, int]], need: StrideNeed) -> 
             f"strides {list(need.required)} (missing {missing}); pick another backbone or set "
             f"model.out_indices to indices into its levels")
     return [by_stride[s] for s in need.all() if s in by_stride]
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """How to build a backbone: timm's ``out_indices`` (None: its default), the create_model
+    kwargs, and ``plain``: a plain ViT whose one map feeds a simple feature pyramid."""
+
+    indices: list[int] | None
+    kwargs: dict[str, Any]
+    plain: bool = False
+
+
+SIZE_KEYS = ("img_size", "dynamic_img_size", "strict_img_size")
+
+
+def plan_levels(name: str, out_indices: Any, kwargs: dict[str, Any], need: StrideNeed
+                ) -> LevelPlan:
+    """``out_indices: auto``: the levels giving ``need``'s strides; for a plain ViT (every level
+    at its patch stride) the last block, with ``dynamic_img_size`` set where the model takes it
+    (any input size; sodkit pads to whole patches), for :mod:`sodkit.backbone.pyramid`.
+    A list or None passes through."""
+    if out_indices != AUTO:
+        if isinstance(out_indices, str):
+            raise ConfigError(f"model.out_indices: {out_indices!r} is not 'auto', null or a list "
+                              f"of level indices")
+        return LevelPlan(None if out_indices is None else list(out_indices), kwargs)
+    levels = family_levels(name, kwargs)
+    if not levels:
+        return LevelPlan(None, kwargs)
+    strides = {s for s, _ in levels}
+    if len(strides) == 1 and set(need.required) != strides:
+        args = dict(kwargs)
+        if not set(SIZE_KEYS) & set(args) and family_levels(name, {**args,
+                                                                  "dynamic_img_size": True}):
+            args["dynamic_img_size"] = True  # accepted: the probe built
+        return LevelPlan([len(levels) - 1], args, plain=True)
+    return LevelPlan(pick_indices(name, levels, need), kwargs)

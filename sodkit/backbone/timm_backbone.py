@@ -11,13 +11,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import timm
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
 from ..errors import UserError
 from . import checkpointing
-from .levels import AUTO, WITH_STRIDE_2, StrideNeed, family_levels, pick_indices
+from .levels import WITH_STRIDE_2, StrideNeed, plan_levels
+from .pyramid import SimpleFeaturePyramid
 from .weights import load_matching
 
 HUB = "timm"  # model.pretrained value: timm's own ImageNet weights (downloaded to its cache)
@@ -46,11 +48,18 @@ class Backbone(nn.Module):
         super().__init__()
         self.name = name
         from_hub = pretrained == HUB
-        indices = resolve_out_indices(name, out_indices, kwargs, need)
-        self.body = create_features_model(name, indices, kwargs, from_hub=from_hub)
+        plan = plan_levels(name, out_indices, size_free_kwargs(name, kwargs), need)
+        self.body = create_features_model(name, plan.indices, plan.kwargs, from_hub=from_hub)
         info = self.body.feature_info
         self.channels: list[int] = [int(c) for c in info.channels()]
         self.strides: list[int] = [int(s) for s in info.reduction()]
+        # a plain ViT: inputs padded to whole patches, its last map made a pyramid
+        self.patch: int | None = self.strides[-1] if plan.plain else None
+        self.pyramid: SimpleFeaturePyramid | None = None
+        if plan.plain:
+            self.pyramid = SimpleFeaturePyramid(self.channels[-1], self.strides[-1],
+                                                need.required)
+            self.channels, self.strides = list(self.pyramid.channels), list(self.pyramid.strides)
         fmt = getattr(self.body, "output_fmt", "NCHW")
         # Some families (e.g. Swin) hand out channels-last maps; decoders always get NCHW.
         self._nhwc = str(getattr(fmt, "value", fmt)).upper() == "NHWC"
@@ -75,12 +84,17 @@ class Backbone(nn.Module):
 
     def forward(self, x: Tensor) -> list[Tensor]:
         """Feature maps (B, C_i, H / s_i, W / s_i), highest resolution first."""
+        size = x.shape[-2:]
+        if self.patch is not None:  # zeros (the mean pixel) right and below, to whole patches
+            x = F.pad(x, (0, -size[1] % self.patch, 0, -size[0] % self.patch))
         if self._plan is not None:
             feats = checkpointing.run_plan(self.body, self._plan, x)
         else:
             feats = list(self.body(x))
         if self._nhwc:
             feats = [f.permute(0, 3, 1, 2) for f in feats]
+        if self.pyramid is not None:
+            feats = self.pyramid(feats[-1], size)
         return feats
 
 
@@ -96,21 +110,6 @@ def size_free_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     if name.startswith("swin") and not size_keys & set(args):
         args["strict_img_size"] = False
     return args
-
-
-def resolve_out_indices(name: str, out_indices: Sequence[int] | str | None,
-                        kwargs: dict[str, Any], need: StrideNeed) -> list[int] | None:
-    """``auto``: the levels of ``name`` that give the strides in ``need``
-    (:mod:`sodkit.backbone.levels`); a list or None (timm's default levels) pass through."""
-    if out_indices != AUTO:
-        if isinstance(out_indices, str):
-            raise ConfigError(f"model.out_indices: {out_indices!r} is not 'auto', null or a list "
-                              f"of level indices")
-        return None if out_indices is None else list(out_indices)
-    if not timm.is_model(name):
-        return None  # create_features_model names the closest model
-    levels = family_levels(name, size_free_kwargs(name, kwargs))
-    return pick_indices(name, levels, need) if levels else None
 
 
 def create_features_model(

@@ -8,7 +8,9 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
   ``"coarse_logits"``: the main logits before a final upsampling to the input size (F3Net's
   stride-4 head), which the ``f3net`` inference pipeline resizes straight to the image's size;
 - a ``.backbone`` attribute (a :class:`~sodkit.backbone.Backbone`) so the optimizer can give it
-  its own learning rate;
+  its own learning rate, built with ``Backbone.from_cfg(cfg, self.STRIDES)``: ``STRIDES`` (a
+  :class:`~sodkit.backbone.levels.StrideNeed`) declares the strides the decoder takes, which
+  ``model.out_indices: auto`` picks from any timm family;
 - gradient checkpointing: ``build_network`` switches the backbone's with
   ``backbone.set_checkpointing`` and sets ``checkpoint_decoder``; the network runs its decoder
   levels through :func:`~sodkit.module.checkpoint.checkpoint_segment` when that is True;
