@@ -33,7 +33,7 @@ def test_auto_is_the_default_and_parses() -> None:
 
 @pytest.mark.parametrize(("network", "backbone", "strides"), [
     ("fpn", "resnet18", [4, 8, 16, 32]),  # P2-P5, as the demo's [1, 2, 3, 4]
-    ("minet", "resnet18", [2, 4, 8, 16, 32]),  # MINet_Res50: all five levels
+    ("minet", "resnet18", [4, 8, 16, 32]),  # MINet_Res50's five levels: its recipe's null
     ("f3net", "resnet18", [4, 8, 16, 32]),  # F3Net: out2..out5
     ("fpn", "convnext_atto", [4, 8, 16, 32]),
     ("f3net", "efficientnet_b0", [4, 8, 16, 32]),
@@ -59,3 +59,11 @@ def test_a_family_without_the_strides_is_refused_in_one_line() -> None:
     assert "\n" not in message
     assert "'resnet18' gives feature maps at strides [2, 4, 8, 16]" in message
     assert "needs strides [4, 8, 16, 32] (missing [32])" in message
+
+
+def test_optional_strides_are_taken_where_the_family_has_them() -> None:
+    from sodkit.backbone.levels import StrideNeed, pick_indices
+
+    need = StrideNeed(required=(8, 16), optional=(2, 32))
+    levels = [(2, 8), (4, 16), (8, 32), (8, 48), (16, 64)]  # two levels at stride 8: the deeper
+    assert pick_indices("x", levels, need) == [0, 3, 4]

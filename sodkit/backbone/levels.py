@@ -2,11 +2,10 @@
 ``feature_info`` for any family.
 
 Every network declares the strides it needs (:class:`StrideNeed`): the strides it must have and
-those it takes when the family gives them (minet uses a stride-2 map where there is one, as
-MINet_Res50 takes all five ResNet levels). The family's levels are read from a model
-built on the meta device (no memory, no weights, milliseconds), so the real model is then built
-with exactly the levels used. A family that lacks a required stride is refused with one line
-that says what it gives.
+those it takes when the family gives them (``optional``: none of the built-in networks uses it).
+The family's levels are read from a model built on the meta device (no memory, no weights,
+milliseconds), so the real model is then built with exactly the levels used. A family that
+lacks a required stride is refused with one line that says what it gives.
 """
 
 from __future__ import annotations
@@ -33,9 +32,8 @@ class StrideNeed:
         return tuple(sorted(set(self.required) | set(self.optional)))
 
 
-# minet: strides 4-32, plus the stride-2 map where the family has one (ResNet's five levels)
-WITH_STRIDE_2 = StrideNeed(required=(4, 8, 16, 32), optional=(2,))
-# fpn (P2-P5) and F3Net's code (out2..out5): strides 4-32 only
+# fpn (P2-P5), minet and F3Net's code (out2..out5): strides 4-32; MINet_Res50's five levels
+# (strides 2-32) are its recipe's `out_indices: null`
 STRIDES_4_TO_32 = StrideNeed(required=(4, 8, 16, 32))
 
 

@@ -18,7 +18,8 @@ from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
 from ..errors import UserError
 from . import checkpointing
-from .levels import WITH_STRIDE_2, StrideNeed, plan_levels
+from .layer_decay import Rule, encoder_rules
+from .levels import STRIDES_4_TO_32, StrideNeed, plan_levels
 from .pyramid import SimpleFeaturePyramid
 from .weights import load_matching
 
@@ -42,7 +43,7 @@ class Backbone(nn.Module):
         name: str,
         pretrained: str | None = None,
         out_indices: Sequence[int] | str | None = None,
-        need: StrideNeed = WITH_STRIDE_2,
+        need: StrideNeed = STRIDES_4_TO_32,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -50,6 +51,7 @@ class Backbone(nn.Module):
         from_hub = pretrained == HUB
         plan = plan_levels(name, out_indices, size_free_kwargs(name, kwargs), need)
         self.body = create_features_model(name, plan.indices, plan.kwargs, from_hub=from_hub)
+        self._timm_kwargs = plan.kwargs  # how timm built it: for its layer ids (param_rules)
         info = self.body.feature_info
         self.channels: list[int] = [int(c) for c in info.channels()]
         self.strides: list[int] = [int(s) for s in info.reduction()]
@@ -66,6 +68,7 @@ class Backbone(nn.Module):
         if pretrained and not from_hub:
             load_matching(self.body, pretrained, model_name=name)
         self.checkpointing: str | None = None  # None, or the granularity in use
+        self.frozen = False  # set by build_network when model.freeze covers the whole encoder
         self._plan: checkpointing.Plan | None = None  # segments run instead of body.forward
 
     def set_checkpointing(self, enabled: bool, granularity: checkpointing.Granularity = "block"
@@ -75,8 +78,24 @@ class Backbone(nn.Module):
         self._plan = checkpointing.enable(self.body, granularity) if enabled else None
         self.checkpointing = granularity if enabled else None
 
+    def train(self, mode: bool = True) -> Backbone:
+        """A frozen encoder (every ``body`` parameter in ``model.freeze``) stays in eval mode:
+        its norm layers keep their statistics and it runs as the feature extractor it was
+        trained to be (no dropout / drop-path); a plain ViT's pyramid still trains."""
+        super().train(mode)
+        if self.frozen:
+            self.body.eval()
+        return self
+
+    def param_rules(self, layer_decay: float | None) -> dict[int, Rule]:
+        """id(parameter) of the encoder -> (lr scale, decayed), as timm's
+        ``param_groups_layer_decay`` gives them (:mod:`sodkit.backbone.layer_decay`)."""
+        params = dict(self.body.named_parameters())
+        rules = encoder_rules(self.body, self.name, self._timm_kwargs, layer_decay)
+        return {id(params[n]): rule for n, rule in rules.items()}
+
     @classmethod
-    def from_cfg(cls, cfg: ModelCfg, need: StrideNeed = WITH_STRIDE_2) -> Backbone:
+    def from_cfg(cls, cfg: ModelCfg, need: StrideNeed = STRIDES_4_TO_32) -> Backbone:
         """Build from the ``model`` config section (backbone, pretrained, out_indices, kwargs);
         ``need``: the strides the network takes (``out_indices: auto`` picks them)."""
         return cls(cfg.backbone, cfg.pretrained, cfg.out_indices, need=need,

@@ -130,6 +130,9 @@ class OptimCfg:
     # not applied to norm layers and biases unless decay_all
     weight_decay: float = ranged(1e-4, low=0)
     decay_all: bool = False  # weight decay on every parameter, biases and norms too (F3Net's code)
+    # layer-wise lr decay of the backbone (timm's layer ids, e.g. 0.75 for a ViT-B): each layer's
+    # lr is the backbone's x layer_decay ** (layers above it); null = off
+    layer_decay: float | None = ranged(None, above=0, high=1)
     momentum: float = ranged(0.9, low=0, below=1)  # sgd
     nesterov: bool = False  # sgd
     betas: list[float] = ranged(factory=lambda: [0.9, 0.999], low=0, below=1,

@@ -62,8 +62,9 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True) -> nn.Module:
 def freeze_parameters(net: nn.Module, prefixes: list[str]) -> None:
     """``model.freeze``: parameters whose dotted name is or starts with a prefix stop training
     (left out of the optimizer; BatchNorm buffers still update in training mode, as they do when
-    the original code leaves parameters out of its optimizer). A prefix that matches nothing is
-    a config error naming the closest module, before any training."""
+    the original code leaves parameters out of its optimizer), except when the whole encoder
+    (``backbone.body``) is frozen: it then stays in eval mode, norm layers included. A prefix
+    that matches nothing is a config error naming the closest module, before any training."""
     named = dict(net.named_parameters())
     for prefix in prefixes:
         hits = [p for name, p in named.items() if name == prefix or name.startswith(prefix + ".")]
@@ -75,6 +76,9 @@ def freeze_parameters(net: nn.Module, prefixes: list[str]) -> None:
                               f"{_network_name(net)}{hint}")
         for param in hits:
             param.requires_grad_(False)
+    body = getattr(getattr(net, "backbone", None), "body", None)
+    if body is not None and prefixes and not any(p.requires_grad for p in body.parameters()):
+        net.backbone.frozen = True  # the whole encoder: its norm layers stay in eval mode
 
 
 def _network_name(net: nn.Module) -> str:
