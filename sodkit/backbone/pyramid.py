@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import torch
 import torch.nn.functional as F
 from timm.layers import LayerNorm2d
 from torch import Tensor, nn
@@ -70,3 +71,20 @@ class SimpleFeaturePyramid(nn.Module):
                 x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
             outs.append(x)
         return outs
+
+
+def fix_vit_input_size(vit: nn.Module, size: tuple[int, int], patch: int) -> None:
+    """Resample a plain ViT's position embedding once for inputs of ``size`` (padded to whole
+    patches), so that a traced graph holds no resampling: its bicubic antialiased interpolation
+    has no ONNX operator. Outputs at that size are bit for bit unchanged (the same resampling,
+    done ahead). ViT / EVA: timm's ``set_input_size``; SAM: its (1, H, W, C) embedding."""
+    grid = (math.ceil(size[0] / patch), math.ceil(size[1] / patch))
+    if hasattr(vit, "set_input_size"):
+        vit.set_input_size(img_size=(grid[0] * patch, grid[1] * patch))
+        return
+    pos = getattr(vit, "pos_embed", None)
+    if isinstance(pos, nn.Parameter) and pos.ndim == 4:
+        from timm.layers import resample_abs_pos_embed_nhwc
+
+        with torch.no_grad():
+            vit.pos_embed = nn.Parameter(resample_abs_pos_embed_nhwc(pos, grid))

@@ -20,7 +20,7 @@ from ..errors import UserError
 from . import checkpointing
 from .layer_decay import Rule, encoder_rules
 from .levels import STRIDES_4_TO_32, StrideNeed, plan_levels
-from .pyramid import SimpleFeaturePyramid
+from .pyramid import SimpleFeaturePyramid, fix_vit_input_size
 from .weights import load_matching
 
 HUB = "timm"  # model.pretrained value: timm's own ImageNet weights (downloaded to its cache)
@@ -86,6 +86,18 @@ class Backbone(nn.Module):
         if self.frozen:
             self.body.eval()
         return self
+
+    def fix_input_size(self, size: tuple[int, int], dynamic: bool) -> None:
+        """Before an ONNX export: a plain ViT's position embedding resampled once for ``size``
+        (:func:`~sodkit.backbone.pyramid.fix_vit_input_size`); a graph of any size
+        (``dynamic``) would need the resampling ONNX cannot express: refused. Others: nothing."""
+        if self.patch is None:
+            return
+        if dynamic:
+            raise UserError(f"export --dynamic: {self.name} resamples its position embedding "
+                            f"for each input size with bicubic antialiased interpolation, which "
+                            f"ONNX has no operator for; export at a fixed size (--size H W)")
+        fix_vit_input_size(getattr(self.body, "model", self.body), size, self.patch)
 
     def param_rules(self, layer_decay: float | None) -> dict[int, Rule]:
         """id(parameter) of the encoder -> (lr scale, decayed), as timm's
