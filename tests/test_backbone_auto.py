@@ -67,3 +67,20 @@ def test_optional_strides_are_taken_where_the_family_has_them() -> None:
     need = StrideNeed(required=(8, 16), optional=(2, 32))
     levels = [(2, 8), (4, 16), (8, 32), (8, 48), (16, 64)]  # two levels at stride 8: the deeper
     assert pick_indices("x", levels, need) == [0, 3, 4]
+
+
+def test_a_size_the_family_cannot_take_is_one_line_naming_the_fix(capsys) -> None:
+    """MaxViT's windows fix its input size: `sodkit info` at 64 px says what to set."""
+    from sodkit.cli import main
+
+    code = main(["info", str(ROOT / "configs" / "demo.yaml"), "model.backbone=maxvit_tiny_tf_224",
+                 "model.pretrained=null", "data.size=64"])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [ln for ln in err.splitlines() if "error:" in ln]
+    assert len(lines) == 1, err
+    assert "maxvit_tiny_tf_224 cannot take 64x64 inputs" in lines[0]
+    assert "model.backbone_kwargs={img_size: 64}" in lines[0]
+    assert main(["info", str(ROOT / "configs" / "demo.yaml"), "model.backbone=maxvit_tiny_tf_224",
+                 "model.pretrained=null", "data.size=64",
+                 "model.backbone_kwargs={img_size: 64}"]) == 0

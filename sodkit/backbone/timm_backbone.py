@@ -118,10 +118,17 @@ class Backbone(nn.Module):
         size = x.shape[-2:]
         if self.patch is not None:  # zeros (the mean pixel) right and below, to whole patches
             x = F.pad(x, (0, -size[1] % self.patch, 0, -size[0] % self.patch))
-        if self._plan is not None:
-            feats = checkpointing.run_plan(self.body, self._plan, x)
-        else:
-            feats = list(self.body(x))
+        try:
+            if self._plan is not None:
+                feats = checkpointing.run_plan(self.body, self._plan, x)
+            else:
+                feats = list(self.body(x))
+        except AssertionError as exc:  # timm's input-size checks (MaxViT's windows, ...)
+            h, w = x.shape[-2:]
+            raise UserError(
+                f"model.backbone: {self.name} cannot take {h}x{w} inputs (timm: {exc}); build "
+                f"it for that size (model.backbone_kwargs={{img_size: {h}}}, one size only) or "
+                f"pick a size it takes") from exc
         if self._nhwc:
             feats = [f.permute(0, 3, 1, 2) for f in feats]
         if self.pyramid is not None:
