@@ -11,6 +11,7 @@ no-decay rules are timm's semantics for every family.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import timm
@@ -19,6 +20,8 @@ from timm.optim import param_groups_layer_decay
 from torch import nn
 
 from .weights import match_keys
+
+log = logging.getLogger(__name__)
 
 # (lr scale, decayed) of one encoder parameter; the scale is layer_decay ** (layers above it)
 Rule = tuple[float, bool]
@@ -42,8 +45,14 @@ def encoder_rules(body: nn.Module, name: str, kwargs: dict[str, Any],
     if probe is None:
         return {}
     no_decay = sorted(probe.no_weight_decay()) if hasattr(probe, "no_weight_decay") else []
-    groups = param_groups_layer_decay(probe, weight_decay=1.0, no_weight_decay_list=no_decay,
-                                      layer_decay=1.0 if layer_decay is None else layer_decay)
+    try:
+        groups = param_groups_layer_decay(probe, weight_decay=1.0, no_weight_decay_list=no_decay,
+                                          layer_decay=1.0 if layer_decay is None else layer_decay)
+    except Exception as exc:  # noqa: BLE001 - a family timm cannot group: the plain rules
+        if layer_decay is not None:
+            log.warning("optim.layer_decay: timm cannot group %s's layers (%s); every backbone "
+                        "parameter keeps the backbone lr", name, exc)
+        return {}
     names = {id(p): n for n, p in probe.named_parameters()}
     probe_rules = {names[id(p)]: (float(g["lr_scale"]), g["weight_decay"] > 0)
                    for g in groups for p in g["params"]}
