@@ -39,32 +39,52 @@ def scaled_lr(cfg: OptimCfg, global_batch_size: int) -> float:
 
 
 def param_groups(model: nn.Module, lr: float, cfg: OptimCfg) -> list[dict]:
-    """Up to four named groups: backbone / decoder x decay / no_decay; empty ones are dropped.
+    """Named groups: backbone / decoder x decay / no_decay (and backbone layers with
+    ``layer_decay``); empty ones are dropped.
 
     Parameters with ``ndim <= 1`` (biases, norm scales and shifts) get no weight decay: decaying
-    them only shrinks normalisation towards zero. ``cfg.decay_all`` decays them too (F3Net's
-    released code does; MINet's skips biases and the BatchNorms its names mark ``bn``).
-    Frozen parameters are left out.
+    them only shrinks normalisation towards zero; nor do the tensors a timm encoder lists in
+    ``no_weight_decay`` (position embeddings, class / register tokens). ``cfg.decay_all``
+    decays them too (F3Net's released code does; MINet's skips biases and the BatchNorms its
+    names mark ``bn``). Frozen parameters are left out. ``cfg.layer_decay``: the backbone's
+    learning rate scaled per layer as timm's ``param_groups_layer_decay`` scales it
+    (:mod:`sodkit.backbone.layer_decay`), one group pair ``backbone_layer<k>`` per scale below 1
+    (k = 0 for the lowest scale, the patch embedding); the top layers stay in ``backbone``.
     """
     inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     backbone = getattr(inner, "backbone", None)
-    backbone_ids = {id(p) for p in backbone.parameters()} if backbone is not None else set()
+    # the pretrained encoder (a plain ViT's new pyramid, outside .body, learns at the decoder's lr)
+    encoder = getattr(backbone, "body", backbone)
+    backbone_ids = {id(p) for p in encoder.parameters()} if encoder is not None else set()
     if backbone is None and cfg.backbone_lr_factor != 1.0:
         log.warning("%s has no .backbone: optim.backbone_lr_factor is ignored",
                     type(inner).__name__)
+    rules = backbone.param_rules(cfg.layer_decay) if hasattr(backbone, "param_rules") else {}
+    base = {"backbone": lr * cfg.backbone_lr_factor, "decoder": lr}
     groups: dict[str, dict] = {}
-    for name, value in (("backbone", lr * cfg.backbone_lr_factor), ("decoder", lr)):
-        groups[name] = {"name": name, "params": [], "lr": value,
-                        "weight_decay": cfg.weight_decay}
-        groups[name + "_no_decay"] = {"name": name + "_no_decay", "params": [], "lr": value,
-                                      "weight_decay": 0.0}
+    for name in ("backbone", "decoder"):  # the plain groups first, in the usual order
+        for suffix, decay in (("", cfg.weight_decay), ("_no_decay", 0.0)):
+            groups[name + suffix] = {"name": name + suffix, "params": [], "lr": base[name],
+                                     "weight_decay": decay}
+    layers = _layer_ids({scale for scale, _ in rules.values()})
     for param in model.parameters():  # unique: parameters() skips shared duplicates
         if not param.requires_grad:
             continue
         key = "backbone" if id(param) in backbone_ids else "decoder"
-        decayed = param.ndim > 1 or cfg.decay_all
-        groups[key if decayed else key + "_no_decay"]["params"].append(param)
+        scale, decayed = rules.get(id(param), (1.0, param.ndim > 1))
+        if scale != 1.0:  # optim.layer_decay: one group per timm layer below the top
+            key = f"backbone_layer{layers[scale]}"
+            for suffix, decay in (("", cfg.weight_decay), ("_no_decay", 0.0)):
+                groups.setdefault(key + suffix, {"name": key + suffix, "params": [],
+                                                 "lr": base["backbone"] * scale,
+                                                 "weight_decay": decay})
+        groups[key if decayed or cfg.decay_all else key + "_no_decay"]["params"].append(param)
     return [g for g in groups.values() if g["params"]]
+
+
+def _layer_ids(scales: set[float]) -> dict[float, int]:
+    """timm's layer id of each lr scale below 1: 0 for the lowest (the patch embedding)."""
+    return {scale: i for i, scale in enumerate(sorted(s for s in scales if s != 1.0))}
 
 
 def build_optimizer(
@@ -78,6 +98,9 @@ def build_optimizer(
     log.info("optimizer %s: lr %.3g (%s scaling, global batch %d / base %d), backbone lr %.3g",
              cfg.name, lr, cfg.lr_scaling, global_batch_size, cfg.base_batch_size,
              lr * cfg.backbone_lr_factor)
+    for group in groups:
+        log.info("  group %s: lr %.3g, weight decay %.3g, %d tensors", group["name"], group["lr"],
+                 group["weight_decay"], len(group["params"]))
     if cfg.name == "sgd":
         if cfg.nesterov and cfg.momentum <= 0:
             raise ConfigError("optim.nesterov: needs optim.momentum > 0")

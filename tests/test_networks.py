@@ -40,15 +40,18 @@ def test_forward_backward(name: str, size: tuple[int, int]) -> None:
 
 @pytest.mark.parametrize("name", NETWORKS.names())
 def test_equal_stride_backbone(name: str) -> None:
-    # A ViT gives every map at stride 16: the decoder must not assume halving sizes.
-    model = build_network(ModelCfg(name=name, backbone="test_vit", decoder_channels=8)).eval()
+    # A ViT's levels are all at stride 16 (taken as they are with out_indices null, not through
+    # the pyramid `auto` builds): the decoder must not assume halving sizes.
+    model = build_network(ModelCfg(name=name, backbone="test_vit", decoder_channels=8,
+                                   out_indices=None)).eval()
     with torch.no_grad():
         _check_outputs(model(torch.randn(1, 3, 64, 64)), 1, 64, 64)
 
 
 @pytest.mark.parametrize("name", ["fpn", "minet"])
 def test_top_down_aux_is_coarse_to_fine(name: str) -> None:
-    model = build_network(ModelCfg(name=name, backbone="resnet18", decoder_channels=8)).eval()
+    model = build_network(ModelCfg(name=name, backbone="resnet18", decoder_channels=8,
+                                   out_indices=None)).eval()  # all five levels
     with torch.no_grad():
         outputs = model(torch.randn(1, 3, 64, 64))
     assert [side.shape[-1] for side in outputs["aux"]] == [2, 4, 8, 16]  # strides 32..4
@@ -82,7 +85,8 @@ def test_without_aux_outputs_every_trainable_parameter_gets_a_gradient(name: str
 
 
 def test_f3net_aux_holds_decoder2_levels_then_p1() -> None:
-    model = build_network(ModelCfg(name="f3net", backbone="resnet18", decoder_channels=8)).eval()
+    model = build_network(ModelCfg(name="f3net", backbone="resnet18", decoder_channels=8,
+                                   out_indices=None)).eval()  # all five levels
     with torch.no_grad():
         outputs = model(torch.randn(1, 3, 64, 64))
     # decoder 2's refined maps at strides 32..2, then p1 (decoder 1's final map, stride 2)

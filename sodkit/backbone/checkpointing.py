@@ -15,7 +15,12 @@ leave BatchNorm statistics alone during the recomputation. sodkit checkpoints in
 - ``stage``: in a ``FeatureDictNet`` body, one segment from one returned feature map to the next
   (other bodies fall back to ``block``);
 - ``timm``: timm's own ``set_grad_checkpointing`` (for measurements only: it counts BatchNorm
-  statistics twice).
+  statistics twice), on the features model or on the model a ``FeatureGetterNet`` wraps.
+
+Transformer families need nothing more: their blocks sit in block sequences (a ViT's
+``blocks``, a Swin / PVTv2 stage's ``blocks``), so ``block`` checkpoints every transformer block
+as timm's ``set_grad_checkpointing`` would, and keeps the gradients bit for bit those of the
+plain step (``tests/test_checkpointing_transformers.py``).
 """
 
 from __future__ import annotations
@@ -99,9 +104,10 @@ def enable(body: nn.Module, granularity: Granularity) -> Plan | None:
     """Switch checkpointing on; returns the segment plan the backbone runs (None: body runs)."""
     disable(body)
     if granularity == "timm":
-        if not hasattr(body, "set_grad_checkpointing"):
+        target = _timm_target(body)
+        if target is None:
             raise ValueError(f"{type(body).__name__} has no set_grad_checkpointing")
-        body.set_grad_checkpointing(True)
+        target.set_grad_checkpointing(True)
         return None
     if is_dict_body(body) and not getattr(body, "concat", False):
         plan = plan_segments(body, granularity)
@@ -115,7 +121,17 @@ def enable(body: nn.Module, granularity: Granularity) -> Plan | None:
     return None
 
 
+def _timm_target(body: nn.Module) -> nn.Module | None:
+    """What timm's ``set_grad_checkpointing`` is called on: the features model, or the model a
+    ``FeatureGetterNet`` wraps (ViT, Swin, ...: ``body.model``)."""
+    for module in (body, getattr(body, "model", None)):
+        if module is not None and hasattr(module, "set_grad_checkpointing"):
+            return module
+    return None
+
+
 def disable(body: nn.Module) -> None:
     uncheckpoint(body)
-    if getattr(body, "grad_checkpointing", False) and hasattr(body, "set_grad_checkpointing"):
-        body.set_grad_checkpointing(False)
+    target = _timm_target(body)
+    if target is not None and getattr(target, "grad_checkpointing", False):
+        target.set_grad_checkpointing(False)

@@ -133,7 +133,12 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _convert(inner[0], value, key)
+        for option in inner[:-1]:  # e.g. list[int] | Literal["auto"]: the first that fits
+            try:
+                return _convert(option, value, key)
+            except ConfigError:
+                pass
+        return _convert(inner[-1], value, key)
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, key + ".")
     if origin is Literal:

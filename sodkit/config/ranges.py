@@ -111,7 +111,7 @@ def check_ranges(section: Any, prefix: str, error: type[Exception] = UserError) 
     for item in dataclasses.fields(section):
         rule = item.metadata.get(RANGE)
         value = getattr(section, item.name)
-        if rule is None or value is None:
+        if rule is None or value is None or isinstance(value, str):  # None / a word: no range
             continue
         key = prefix + item.name
         if isinstance(value, list):

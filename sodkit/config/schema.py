@@ -87,7 +87,9 @@ class ModelCfg:
     # ImageNet weights via its hub cache: the only download sodkit makes), or null (scratch)
     pretrained: str | None = None
     decoder_channels: int = ranged(64, above=0)
-    out_indices: list[int] | None = ranged(None, low=0)  # backbone stages to use; None = all
+    # backbone levels: auto (the strides the network needs, from timm's feature_info), a list of
+    # level indices, or null (every level timm gives by default)
+    out_indices: list[int] | Literal["auto"] | None = ranged("auto", low=0)
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)  # extra timm.create_model args
     # gradient checkpointing: recompute activations in backward instead of keeping them
     checkpointing: Literal["off", "backbone", "decoder", "all"] = "off"
@@ -140,6 +142,9 @@ class OptimCfg:
     # not applied to norm layers and biases unless decay_all
     weight_decay: float = ranged(1e-4, low=0)
     decay_all: bool = False  # weight decay on every parameter, biases and norms too (F3Net's code)
+    # layer-wise lr decay of the backbone (timm's layer ids, e.g. 0.75 for a ViT-B): each layer's
+    # lr is the backbone's x layer_decay ** (layers above it); null = off
+    layer_decay: float | None = ranged(None, above=0, high=1)
     momentum: float = ranged(0.9, low=0, below=1)  # sgd
     nesterov: bool = False  # sgd
     betas: list[float] = ranged(factory=lambda: [0.9, 0.999], low=0, below=1,

@@ -46,6 +46,9 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
     """Write the ONNX file ``path`` (``sodkit export`` gives a temporary path of its output
     folder, which puts it in place whole, with the user's umask, and records it)."""
     model.eval()
+    fix = getattr(getattr(model.network, "backbone", None), "fix_input_size", None)
+    if fix is not None:  # a plain ViT: its position embedding resampled once, for this size
+        fix(size, dynamic)
     dummy = torch.randn(1, 3, *size)
     axes = {0: "batch", 2: "height", 3: "width"}
     with warnings.catch_warnings(), torch.no_grad():

@@ -8,7 +8,9 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
   ``"coarse_logits"``: the main logits before a final upsampling to the input size (F3Net's
   stride-4 head), which the ``f3net`` inference pipeline resizes straight to the image's size;
 - a ``.backbone`` attribute (a :class:`~sodkit.backbone.Backbone`) so the optimizer can give it
-  its own learning rate;
+  its own learning rate, built with ``Backbone.from_cfg(cfg, self.STRIDES)``: ``STRIDES`` (a
+  :class:`~sodkit.backbone.levels.StrideNeed`) declares the strides the decoder takes, which
+  ``model.out_indices: auto`` picks from any timm family;
 - gradient checkpointing: ``build_network`` switches the backbone's with
   ``backbone.set_checkpointing`` and sets ``checkpoint_decoder``; the network runs its decoder
   levels through :func:`~sodkit.module.checkpoint.checkpoint_segment` when that is True;
@@ -60,8 +62,9 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True) -> nn.Module:
 def freeze_parameters(net: nn.Module, prefixes: list[str]) -> None:
     """``model.freeze``: parameters whose dotted name is or starts with a prefix stop training
     (left out of the optimizer; BatchNorm buffers still update in training mode, as they do when
-    the original code leaves parameters out of its optimizer). A prefix that matches nothing is
-    a config error naming the closest module, before any training."""
+    the original code leaves parameters out of its optimizer), except when the whole encoder
+    (``backbone.body``) is frozen: it then stays in eval mode, norm layers included. A prefix
+    that matches nothing is a config error naming the closest module, before any training."""
     named = dict(net.named_parameters())
     for prefix in prefixes:
         hits = [p for name, p in named.items() if name == prefix or name.startswith(prefix + ".")]
@@ -73,6 +76,9 @@ def freeze_parameters(net: nn.Module, prefixes: list[str]) -> None:
                               f"{_network_name(net)}{hint}")
         for param in hits:
             param.requires_grad_(False)
+    body = getattr(getattr(net, "backbone", None), "body", None)
+    if body is not None and prefixes and not any(p.requires_grad for p in body.parameters()):
+        net.backbone.frozen = True  # the whole encoder: its norm layers stay in eval mode
 
 
 def _network_name(net: nn.Module) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..backbone import Backbone
+from ..backbone.levels import STRIDES_4_TO_32
 from ..config.schema import ModelCfg
 from ..module import CFM, ConvBNAct, resize_to
 from .base import NETWORKS, SODNetwork
@@ -40,9 +41,11 @@ def _head(width: int) -> nn.Conv2d:
 class F3Net(SODNetwork):
     """Backbone + two cascaded CFM decoders joined by feedback."""
 
+    STRIDES = STRIDES_4_TO_32  # what model.out_indices: auto picks
+
     def __init__(self, cfg: ModelCfg) -> None:
         super().__init__()
-        self.backbone = Backbone.from_cfg(cfg)
+        self.backbone = Backbone.from_cfg(cfg, self.STRIDES)
         width, chans = cfg.decoder_channels, self.backbone.channels
         if len(chans) < 2:
             raise ValueError(f"F3Net needs at least 2 backbone levels, got {chans}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..backbone import Backbone
+from ..backbone.levels import STRIDES_4_TO_32
 from ..config.schema import ModelCfg
 from ..module import ConvBNAct, resize_to
 from .base import NETWORKS, SODNetwork
@@ -25,9 +26,11 @@ class FPN(SODNetwork):
     **coarse to fine** (``aux[0]`` is the lowest resolution).
     """
 
+    STRIDES = STRIDES_4_TO_32  # P2-P5 of a classic FPN; what model.out_indices: auto picks
+
     def __init__(self, cfg: ModelCfg) -> None:
         super().__init__()
-        self.backbone = Backbone.from_cfg(cfg)
+        self.backbone = Backbone.from_cfg(cfg, self.STRIDES)
         width = cfg.decoder_channels
         chans = self.backbone.channels
         self.laterals = nn.ModuleList(ConvBNAct(c, width, kernel_size=1) for c in chans)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..backbone import Backbone
+from ..backbone.levels import STRIDES_4_TO_32
 from ..config.schema import ModelCfg
 from ..module import AIM, SIM, ConvBNAct, resize_to
 from .base import NETWORKS, SODNetwork
@@ -38,9 +39,11 @@ class MINet(SODNetwork):
     outputs at their own resolutions, coarse to fine (empty when side outputs are off).
     """
 
+    STRIDES = STRIDES_4_TO_32  # what model.out_indices: auto picks (the recipe: null, all five)
+
     def __init__(self, cfg: ModelCfg) -> None:
         super().__init__()
-        self.backbone = Backbone.from_cfg(cfg)
+        self.backbone = Backbone.from_cfg(cfg, self.STRIDES)
         width, chans = cfg.decoder_channels, self.backbone.channels
         narrow = max(width // 2, 1)
         self.aim = AIM(chans, width)
