@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
+from .families import measure_families, resolve
 from .parallel import WeightedFQueue, pairs_of
 from .prepare import as_index_list, as_uint8_batch, is_tensor
 from .records import SCALARS, Records, measure_batch
@@ -45,6 +46,13 @@ def _batch(parts: list[Batch]) -> Batch | list[np.ndarray]:
     return [image for part in parts for image in part]
 
 
+def _pairs(preds: Batch | list[np.ndarray], gts: Batch | list[np.ndarray]) -> list:
+    """(pred, gt) numpy pairs of a chunk: a list of images, a (B, H, W) array or tensor."""
+    if isinstance(preds, list):
+        return list(zip(preds, gts, strict=True))
+    return pairs_of(preds, gts)
+
+
 class SODMetrics:
     """Every standard SOD metric, equal to PySODMetrics 1.6 (MAE, S, E, wF, F, FmeasureV2).
 
@@ -57,11 +65,15 @@ class SODMetrics:
         chunk_pixels: buffered pixels of one image size that trigger a batched measurement.
         threads: threads measuring the weighted F-measure (default: up to 2); results do not
             depend on it.
+        families: optional metric families to compute as well (``sodkit.metrics.families``:
+            names, ``"all"``, or a comma-separated text); default none.
     """
 
-    def __init__(self, chunk_pixels: int = CHUNK_PIXELS, threads: int | None = None) -> None:
+    def __init__(self, chunk_pixels: int = CHUNK_PIXELS, threads: int | None = None,
+                 families: Sequence[str] | str | None = None) -> None:
         self.chunk_pixels = chunk_pixels
         self.threads = min(2, os.cpu_count() or 1) if threads is None else threads
+        self.families = resolve(families)
         self._parts: list[Records] = []
         self._pending: dict[tuple[Any, ...], list[tuple[Batch, Batch, list[int]]]] = {}
         self._pending_count = 0
@@ -125,6 +137,9 @@ class SODMetrics:
             records = measure_batch(preds[chunk], gts[chunk], weighted_f=False,
                                     scalars=scalars[chunk])
             records.index = indices[chunk]
+            if self.families:
+                records.extra = measure_families(self.families, _pairs(preds[chunk], gts[chunk]),
+                                                 len(records))
             self._parts.append(records)
         self._queue.drain()
 
@@ -147,7 +162,7 @@ class SODMetrics:
     def reset(self) -> None:
         """Forget every image."""
         self._stop_workers()
-        self.__init__(self.chunk_pixels, self.threads)
+        self.__init__(self.chunk_pixels, self.threads, self.families)
 
     def _stop_workers(self) -> None:
         """Let queued weighted F-measures finish (their arrays are ours) and the threads go."""
@@ -182,7 +197,7 @@ class SODMetrics:
         records = self._flush()
         return {"version": STATE_VERSION, "index": records.index, "hist": records.hist,
                 "adaptive": records.adaptive, "scalars": records.scalars,
-                "next_index": self._next_index}
+                "extra": dict(records.extra), "next_index": self._next_index}
 
     @classmethod
     def from_states(cls, states: list[dict[str, Any]]) -> SODMetrics:
@@ -194,6 +209,7 @@ class SODMetrics:
             parts.append(part._flush())
             merged._next_index = max(merged._next_index, part._next_index)
         merged._parts = [Records.concatenate(parts)]  # one copy, not one per merge
+        merged.families = resolve(list(merged._parts[0].extra))
         return merged
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -201,7 +217,9 @@ class SODMetrics:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported SODMetrics state version {state.get('version')!r}")
         records = Records(*(np.asarray(state[name]) for name in
-                            ("index", "hist", "adaptive", "scalars")))
+                            ("index", "hist", "adaptive", "scalars")),
+                          extra={k: np.asarray(v) for k, v in state.get("extra", {}).items()})
         self.reset()
+        self.families = resolve(list(records.extra))
         self._parts = [records]
         self._next_index = int(state["next_index"])

@@ -1,0 +1,143 @@
+"""Optional metric families: the field's other metrics, each per image, mergeable like the rest.
+
+The standard set (MAE, S, E, wF, F and FmeasureV2's family) comes from histograms; the
+metrics here need the masks themselves (skeletons, contours, connected components, boundary
+bands), so each image is measured once into a small fixed-size float64 row, and the dataset's
+numbers are computed from the rows, taken in dataset-index order, exactly as the rest. Rows of
+any shards or processes concatenate, so distributed evaluation gives the single-pass bits.
+
+A family is selected by name (``SODMetrics(families=...)``, ``sodkit eval --compute``,
+``eval.compute``); none is computed by default: the default stays the standard set, whose
+cost they would multiply (see the README's metric table for the costs and references).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+
+class Pair:
+    """One uint8 (prediction, GT) pair and the derived maps several families share."""
+
+    def __init__(self, pred: np.ndarray, gt: np.ndarray) -> None:
+        self.pred = pred
+        self.gt = gt
+
+    @cached_property
+    def fg(self) -> np.ndarray:
+        """The binary GT, ``gt > 128`` (every reference's binarisation)."""
+        return self.gt > 128
+
+    @cached_property
+    def norm(self) -> np.ndarray:
+        """The prediction in [0, 1] as PySODMetrics and BiRefNet normalise it: ``pred / 255``,
+        then min-max scaled unless constant (same float64 operations, hence the same bits)."""
+        p = self.pred / 255
+        low, high = p.min(), p.max()
+        return (p - low) / (high - low) if high != low else p
+
+    @cached_property
+    def levels(self) -> np.ndarray:
+        """``uint8(255 * norm)`` (truncated): the 0..255 bins the references' curves use."""
+        return (self.norm * 255).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A selectable metric family.
+
+    Attributes:
+        name: its selection name.
+        keys: the result keys it adds to ``SODMetrics.compute()``.
+        width: float64 values per image row.
+        measure: one image's row.
+        summarize: (N, width) rows in dataset-index order -> ``{key: value}``.
+        reference: what it equals (documentation).
+    """
+
+    name: str
+    keys: tuple[str, ...]
+    width: int
+    measure: Callable[[Pair], np.ndarray]
+    summarize: Callable[[np.ndarray], dict[str, float]]
+    reference: str
+
+
+def column_means(*keys: str) -> Callable[[np.ndarray], dict[str, float]]:
+    """A summary that averages each column over images (``np.mean`` of the column, as the
+    references' ``np.mean(np.array(values))``: the same pairwise sum, the same bits)."""
+    def summarize(rows: np.ndarray) -> dict[str, float]:
+        return {key: float(np.mean(rows[:, i])) for i, key in enumerate(keys)}
+    return summarize
+
+
+def _mse(pair: Pair) -> np.ndarray:
+    """BiRefNet's ``MSEMeasure``: the mean squared error of the normalised prediction."""
+    return np.array([np.mean((pair.norm - pair.fg) ** 2)])
+
+
+def _registry() -> dict[str, Family]:
+    families = [
+        Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
+               "BiRefNet evaluation/metrics.py MSEMeasure"),
+    ]
+    return {family.name: family for family in families}
+
+
+FAMILIES: dict[str, Family] = _registry()
+
+
+def family_keys(names: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The result keys of the named families (default: every family), in registry order."""
+    chosen = set(FAMILIES if names is None else names)
+    return tuple(key for name, family in FAMILIES.items() if name in chosen
+                 for key in family.keys)
+
+
+def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
+    """Family names in registry order from a selection: names (case-insensitive), ``"all"``,
+    or a comma-separated text of either; None or empty: none.
+
+    Raises:
+        ValueError: naming an unknown family and the known ones.
+    """
+    if names is None:
+        return ()
+    if isinstance(names, str):
+        names = [part for part in names.split(",")]
+    wanted = [name.strip() for name in names if name.strip()]
+    if any(name.lower() == "all" for name in wanted):
+        return tuple(FAMILIES)
+    by_lower = {name.lower(): name for name in FAMILIES}
+    unknown = [name for name in wanted if name.lower() not in by_lower]
+    if unknown:
+        raise ValueError(f"unknown metric famil{'ies' if len(unknown) > 1 else 'y'} "
+                         f"{', '.join(unknown)}; choose from {', '.join(FAMILIES)} or all")
+    chosen = {by_lower[name.lower()] for name in wanted}
+    return tuple(name for name in FAMILIES if name in chosen)
+
+
+def measure_families(names: Sequence[str], pairs: Iterable[tuple[np.ndarray, np.ndarray]],
+                     count: int) -> dict[str, np.ndarray]:
+    """Each named family's (count, width) rows for ``count`` uint8 (pred, gt) pairs."""
+    rows = {name: np.empty((count, FAMILIES[name].width)) for name in names}
+    if not names:
+        return rows
+    for i, (pred, gt) in enumerate(pairs):
+        pair = Pair(np.asarray(pred), np.asarray(gt))
+        for name in names:
+            rows[name][i] = FAMILIES[name].measure(pair)
+    return rows
+
+
+def summarize_families(extra: dict[str, np.ndarray]) -> dict[str, float]:
+    """Every family's dataset-level numbers from its rows (already in dataset-index order)."""
+    out: dict[str, float] = {}
+    for name in FAMILIES:
+        if name in extra:
+            out.update(FAMILIES[name].summarize(extra[name]))
+    return out

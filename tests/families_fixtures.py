@@ -1,0 +1,72 @@
+"""Pairs and oracles for the optional metric families (``sodkit.metrics.families``).
+
+The pairs cover what the references treat specially: empty and full GTs, a one-pixel object,
+thin structures (1-pixel lines, a diagonal), many components (some under the size-invariant
+metrics' 50-pixel threshold), constant and binary predictions, and realistic network outputs.
+The BiRefNet oracles restate, directly and unoptimised, the formulas of BiRefNet's
+``evaluation/metrics.py`` (it is not a package; PySODMetrics is imported instead where it has the
+metric).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from sodkit.metrics.testing import realistic_pairs
+
+H, W = 48, 64
+
+
+def _blobs(count: int, size: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    gt = np.zeros((H, W), np.uint8)
+    for _ in range(count):
+        r, c = rng.integers(0, H - size), rng.integers(0, W - size)
+        gt[r:r + size, c:c + size] = 255
+    return gt
+
+
+def edge_pairs() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, pred, gt) uint8 pairs of (48, 64), realistic ones first."""
+    pairs = [(f"realistic{i}", p, g) for i, (p, g) in enumerate(realistic_pairs(6, H, W, seed=5))]
+    rng = np.random.default_rng(7)
+    noise = rng.integers(0, 256, (H, W), dtype=np.uint8)
+    soft = cv2.GaussianBlur(noise, (0, 0), 3)
+    empty, full = np.zeros((H, W), np.uint8), np.full((H, W), 255, np.uint8)
+    dot = empty.copy()
+    dot[20, 30] = 255
+    lines = empty.copy()
+    lines[10, 5:60] = 255
+    lines[5:45, 40] = 255
+    cv2.line(lines, (2, 46), (30, 14), 255, 1)
+    many = _blobs(20, 3, 1)
+    many[30:40, 2:14] = 255  # one component over 50 pixels among small ones
+    pairs += [
+        ("empty_gt", soft, empty), ("empty_gt_empty_pred", empty, empty),
+        ("full_gt", soft, full), ("full_gt_full_pred", full, full),
+        ("one_pixel", soft, dot), ("one_pixel_hit", dot, dot),
+        ("thin", cv2.GaussianBlur(lines, (0, 0), 1), lines), ("thin_noise", noise, lines),
+        ("many_small", cv2.GaussianBlur(many, (0, 0), 1.5), _blobs(25, 3, 2)),
+        ("many_mixed", soft, many), ("constant_pred", np.full((H, W), 77, np.uint8), many),
+        ("binary_pred", np.where(soft > 128, 255, 0).astype(np.uint8), _blobs(6, 9, 3)),
+    ]
+    return pairs
+
+
+def birefnet_normalise(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """BiRefNet's ``_prepare_data``: ``gt > 128``; ``pred / 255``, min-max scaled unless flat."""
+    gt = gt > 128
+    pred = pred / 255
+    if pred.max() != pred.min():
+        pred = (pred - pred.min()) / (pred.max() - pred.min())
+    return pred, gt
+
+
+def birefnet_mse(pairs) -> float:
+    """BiRefNet's MSEMeasure: per image ``mean((pred - gt) ** 2)``, then the mean."""
+    values = []
+    for pred, gt in pairs:
+        p, g = birefnet_normalise(pred, gt)
+        values.append(np.mean((p - g) ** 2))
+    return float(np.mean(np.array(values, np.float64)))
