@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import py_sod_metrics as psm
 
 from sodkit.metrics.testing import realistic_pairs
 
@@ -70,3 +71,11 @@ def birefnet_mse(pairs) -> float:
         p, g = birefnet_normalise(pred, gt)
         values.append(np.mean((p - g) ** 2))
     return float(np.mean(np.array(values, np.float64)))
+
+
+def reference_hce(pairs) -> tuple[float, list[float]]:
+    """PySODMetrics' ``HumanCorrectionEffortMeasure``: the dataset's ``hce`` and each image's."""
+    hce = psm.HumanCorrectionEffortMeasure()
+    for pred, gt in pairs:
+        hce.step(pred, gt)
+    return float(hce.get_results()["hce"]), [float(v) for v in hce.hces]

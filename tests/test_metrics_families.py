@@ -8,7 +8,7 @@ import pytest
 
 from sodkit.metrics import SODMetrics
 from sodkit.metrics.families import FAMILIES, resolve
-from tests.families_fixtures import birefnet_mse, edge_pairs
+from tests.families_fixtures import birefnet_mse, edge_pairs, reference_hce
 
 PAIRS = edge_pairs()
 
@@ -56,3 +56,10 @@ def test_states_of_different_selections_do_not_merge():
     b.update(PAIRS[1][1], PAIRS[1][2], index=1)
     with pytest.raises(ValueError, match="different metric families"):
         SODMetrics.from_states([a.state_dict(), b.state_dict()])
+
+
+def test_hce_equals_pysodmetrics_exactly():
+    expected, per_image = reference_hce((p, g) for _, p, g in PAIRS)
+    assert ours("HCE")["HCE"] == expected
+    for (name, pred, gt), value in zip(PAIRS, per_image, strict=True):
+        assert ours("HCE", [(name, pred, gt)])["HCE"] == value, name

@@ -57,6 +57,7 @@ class Family:
         measure: one image's row.
         summarize: (N, width) rows in dataset-index order -> ``{key: value}``.
         reference: what it equals (documentation).
+        needs: an optional package the family imports (checked when it is selected).
     """
 
     name: str
@@ -65,6 +66,7 @@ class Family:
     measure: Callable[[Pair], np.ndarray]
     summarize: Callable[[np.ndarray], dict[str, float]]
     reference: str
+    needs: str | None = None
 
 
 def column_means(*keys: str) -> Callable[[np.ndarray], dict[str, float]]:
@@ -80,10 +82,18 @@ def _mse(pair: Pair) -> np.ndarray:
     return np.array([np.mean((pair.norm - pair.fg) ** 2)])
 
 
+def _hce(pair: Pair) -> np.ndarray:
+    from .hce import hce
+
+    return np.array([hce(pair.norm > 0.5, pair.fg)], np.float64)
+
+
 def _registry() -> dict[str, Family]:
     families = [
         Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
                "BiRefNet evaluation/metrics.py MSEMeasure"),
+        Family("HCE", ("HCE",), 1, _hce, column_means("HCE"),
+               "PySODMetrics HumanCorrectionEffortMeasure", needs="skimage"),
     ]
     return {family.name: family for family in families}
 
@@ -111,14 +121,27 @@ def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
         names = [part for part in names.split(",")]
     wanted = [name.strip() for name in names if name.strip()]
     if any(name.lower() == "all" for name in wanted):
-        return tuple(FAMILIES)
+        wanted = list(FAMILIES)
     by_lower = {name.lower(): name for name in FAMILIES}
     unknown = [name for name in wanted if name.lower() not in by_lower]
     if unknown:
         raise ValueError(f"unknown metric famil{'ies' if len(unknown) > 1 else 'y'} "
                          f"{', '.join(unknown)}; choose from {', '.join(FAMILIES)} or all")
     chosen = {by_lower[name.lower()] for name in wanted}
+    for name in chosen:
+        _check_installed(FAMILIES[name])
     return tuple(name for name in FAMILIES if name in chosen)
+
+
+def _check_installed(family: Family) -> None:
+    """Refuse a family whose optional package is missing, before any image is measured."""
+    if family.needs is None:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec(family.needs) is None:
+        raise ValueError(f"metric family {family.name} needs scikit-image, which is not "
+                         f"installed: pip install 'sodkit[metrics]' (or scikit-image)")
 
 
 def measure_families(names: Sequence[str], pairs: Iterable[tuple[np.ndarray, np.ndarray]],
