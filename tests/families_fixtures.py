@@ -10,6 +10,8 @@ metric).
 
 from __future__ import annotations
 
+import warnings
+
 import cv2
 import numpy as np
 import py_sod_metrics as psm
@@ -79,3 +81,35 @@ def reference_hce(pairs) -> tuple[float, list[float]]:
     for pred, gt in pairs:
         hce.step(pred, gt)
     return float(hce.get_results()["hce"]), [float(v) for v in hce.hces]
+
+
+def reference_plain_f(pred: np.ndarray, gt: np.ndarray) -> dict[str, float]:
+    """MAE and FmeasureV2's F (beta^2 0.3) of one image: its max, mean and adaptive value."""
+    mae, fm = psm.MAE(), psm.FmeasureV2(
+        {"fm": psm.FmeasureHandler(with_dynamic=True, with_adaptive=True, beta=0.3)})
+    mae.step(pred, gt)
+    fm.step(pred, gt)
+    res = fm.get_results()["fm"]
+    return {"siMAE": float(mae.get_results()["mae"]), "simaxFm": float(res["dynamic"].max()),
+            "simeanFm": float(res["dynamic"].mean()), "siadpFm": float(res["adaptive"])}
+
+
+def reference_size_invariance(pairs, quiet: bool = True) -> dict[str, float]:
+    """``SizeInvarianceMAE`` and ``SizeInvarianceFmeasureV2`` with a sample-based
+    ``FmeasureHandler(beta=0.3)``, reduced as PySODMetrics' tests do (per image the mean over
+    targets of each target curve's max / mean, then the mean over images)."""
+    mae = psm.SizeInvarianceMAE()
+    fm = psm.SizeInvarianceFmeasureV2(
+        {"fm": psm.FmeasureHandler(with_dynamic=True, with_adaptive=True, beta=0.3)})
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")  # 0 / 0 where the boxes cover the image
+        for pred, gt in pairs:
+            mae.step(pred, gt)
+            fm.step(pred, gt)
+    res = fm.get_results()["fm"]
+    return {"siMAE": float(mae.get_results()["si_mae"]),
+            "simaxFm": float(np.asarray([s.max(axis=-1).mean() for s in res["dynamic"]]).mean()),
+            "simeanFm": float(np.asarray([s.mean(axis=-1).mean()
+                                          for s in res["dynamic"]]).mean()),
+            "siadpFm": float(res["adaptive"])}

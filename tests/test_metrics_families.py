@@ -8,7 +8,15 @@ import pytest
 
 from sodkit.metrics import SODMetrics
 from sodkit.metrics.families import FAMILIES, resolve
-from tests.families_fixtures import birefnet_mse, edge_pairs, reference_hce
+from tests.families_fixtures import (
+    H,
+    W,
+    birefnet_mse,
+    edge_pairs,
+    reference_hce,
+    reference_plain_f,
+    reference_size_invariance,
+)
 
 PAIRS = edge_pairs()
 
@@ -63,3 +71,37 @@ def test_hce_equals_pysodmetrics_exactly():
     assert ours("HCE")["HCE"] == expected
     for (name, pred, gt), value in zip(PAIRS, per_image, strict=True):
         assert ours("HCE", [(name, pred, gt)])["HCE"] == value, name
+
+
+def assert_close(result: dict, expected: dict, tol: float, name: str = "") -> None:
+    for key, value in expected.items():
+        if np.isnan(value):
+            assert np.isnan(result[key]), (name, key)
+        else:
+            assert abs(result[key] - value) <= tol, (name, key, result[key], value)
+
+
+FULL = {"full_gt", "full_gt_full_pred"}  # the size-invariant reference stops on these
+
+
+def test_size_invariant_metrics_equal_pysodmetrics():
+    pairs = [pair for pair in PAIRS if pair[0] not in FULL]
+    expected = reference_size_invariance((p, g) for _, p, g in pairs)
+    assert_close(ours("SI", pairs), expected, 1e-12)
+    for name, pred, gt in pairs:
+        assert_close(ours("SI", [(name, pred, gt)]), reference_size_invariance([(pred, gt)]),
+                     1e-12, name)
+
+
+def test_size_invariant_metrics_score_a_gt_without_background_on_its_target():
+    """The reference asserts on a full GT and gives NaN (0 * 0 / 0) where the boxes cover the
+    image; sodkit drops the empty background's zero-weight term: the plain MAE and F."""
+    frame = np.zeros((H, W), np.uint8)
+    frame[0, :], frame[-1, :], frame[:, 0], frame[:, -1] = 255, 255, 255, 255
+    cases = [pair for pair in PAIRS if pair[0] in FULL] + [("frame", PAIRS[0][1], frame)]
+    for name, pred, gt in cases:
+        plain = reference_plain_f(pred, gt)
+        result = ours("SI", [(name, pred, gt)])
+        assert_close(result, plain, 1e-12, name)
+    with pytest.warns(RuntimeWarning):  # the reference's NaN on the frame
+        assert np.isnan(reference_size_invariance([(PAIRS[0][1], frame)], quiet=False)["siMAE"])

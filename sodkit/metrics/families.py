@@ -73,7 +73,8 @@ def column_means(*keys: str) -> Callable[[np.ndarray], dict[str, float]]:
     """A summary that averages each column over images (``np.mean`` of the column, as the
     references' ``np.mean(np.array(values))``: the same pairwise sum, the same bits)."""
     def summarize(rows: np.ndarray) -> dict[str, float]:
-        return {key: float(np.mean(rows[:, i])) for i, key in enumerate(keys)}
+        return {key: float(np.mean(np.ascontiguousarray(rows[:, i])))
+                for i, key in enumerate(keys)}
     return summarize
 
 
@@ -88,12 +89,25 @@ def _hce(pair: Pair) -> np.ndarray:
     return np.array([hce(pair.norm > 0.5, pair.fg)], np.float64)
 
 
+def _size_invariance(pair: Pair) -> np.ndarray:
+    from .size_invariance import si_fmeasure, si_mae, targets
+
+    boxes = targets(pair.fg)
+    return np.array([si_mae(pair.norm, pair.fg, boxes),
+                     *si_fmeasure(pair.norm, pair.levels, pair.fg, boxes)])
+
+
+SI_KEYS = ("siMAE", "simaxFm", "simeanFm", "siadpFm")
+
+
 def _registry() -> dict[str, Family]:
     families = [
         Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
                "BiRefNet evaluation/metrics.py MSEMeasure"),
         Family("HCE", ("HCE",), 1, _hce, column_means("HCE"),
                "PySODMetrics HumanCorrectionEffortMeasure", needs="skimage"),
+        Family("SI", SI_KEYS, 4, _size_invariance, column_means(*SI_KEYS),
+               "PySODMetrics SizeInvarianceMAE, SizeInvarianceFmeasureV2"),
     ]
     return {family.name: family for family in families}
 
