@@ -113,3 +113,16 @@ def reference_size_invariance(pairs, quiet: bool = True) -> dict[str, float]:
             "simeanFm": float(np.asarray([s.mean(axis=-1).mean()
                                           for s in res["dynamic"]]).mean()),
             "siadpFm": float(res["adaptive"])}
+
+
+def reference_msiou(pairs) -> dict[str, float]:
+    """``MSIoU(with_dynamic=True, with_adaptive=True)``: max and mean of the averaged curve and
+    the adaptive value."""
+    msiou = psm.MSIoU(with_dynamic=True, with_adaptive=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy 2's trapz deprecation
+        for pred, gt in pairs:
+            msiou.step(pred, gt)
+        res = msiou.get_results()
+    return {"maxMSIoU": float(res["dynamic"].max()), "meanMSIoU": float(res["dynamic"].mean()),
+            "adpMSIoU": float(res["adaptive"])}

@@ -3,6 +3,7 @@ evaluation) on realistic pairs and edge cases, and merge exactly like the standa
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -14,6 +15,7 @@ from tests.families_fixtures import (
     birefnet_mse,
     edge_pairs,
     reference_hce,
+    reference_msiou,
     reference_plain_f,
     reference_size_invariance,
 )
@@ -47,9 +49,10 @@ def test_mse_equals_birefnet():
 
 
 def test_merged_halves_equal_the_whole_with_every_family():
-    whole = ours("all")
+    pairs = PAIRS[5:]
+    whole = ours("all", pairs)
     first, second = SODMetrics(families="all"), SODMetrics(families="all")
-    for i, (_, pred, gt) in enumerate(PAIRS):
+    for i, (_, pred, gt) in enumerate(pairs):
         (first if i % 2 else second).update(pred, gt, index=i)
     merged = SODMetrics.from_states([first.state_dict(), second.state_dict()])
     result = merged.compute()
@@ -105,3 +108,20 @@ def test_size_invariant_metrics_score_a_gt_without_background_on_its_target():
         assert_close(result, plain, 1e-12, name)
     with pytest.warns(RuntimeWarning):  # the reference's NaN on the frame
         assert np.isnan(reference_size_invariance([(PAIRS[0][1], frame)], quiet=False)["siMAE"])
+
+
+def test_msiou_equals_pysodmetrics():
+    pairs = PAIRS[4:]  # two realistic pairs (MSIoU binarises at each of their ~250 levels)
+    expected = reference_msiou((p, g) for _, p, g in pairs)
+    assert_close(ours("MSIoU", pairs), expected, 1e-12)
+    for name, pred, gt in pairs[2:]:
+        assert_close(ours("MSIoU", [(name, pred, gt)]), reference_msiou([(pred, gt)]), 1e-12,
+                     name)
+
+
+def test_msiou_counts_gt_cells_as_the_reference_over_2048_edge_pixels():
+    """The reference sums its GT edge cells in float16: above 2048 they round."""
+    rng = np.random.default_rng(2)
+    gt = np.where(rng.random((96, 96)) < 0.3, 255, 0).astype(np.uint8)  # ~5000 edge pixels
+    pred = cv2.GaussianBlur(gt, (0, 0), 2)
+    assert_close(ours("MSIoU", [("noise", pred, gt)]), reference_msiou([(pred, gt)]), 1e-12)

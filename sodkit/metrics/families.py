@@ -100,6 +100,19 @@ def _size_invariance(pair: Pair) -> np.ndarray:
 SI_KEYS = ("siMAE", "simaxFm", "simeanFm", "siadpFm")
 
 
+def _msiou(pair: Pair) -> np.ndarray:
+    from .msiou import msiou
+
+    return msiou(pair.norm, pair.levels, pair.fg)
+
+
+def _summarize_msiou(rows: np.ndarray) -> dict[str, float]:
+    """max / mean of the curve averaged over images (257 thresholds), mean adaptive value."""
+    curve = np.mean(np.ascontiguousarray(rows[:, :257]), axis=0)
+    return {"maxMSIoU": float(curve.max()), "meanMSIoU": float(curve.mean()),
+            "adpMSIoU": float(np.mean(np.ascontiguousarray(rows[:, 257])))}
+
+
 def _registry() -> dict[str, Family]:
     families = [
         Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
@@ -108,6 +121,8 @@ def _registry() -> dict[str, Family]:
                "PySODMetrics HumanCorrectionEffortMeasure", needs="skimage"),
         Family("SI", SI_KEYS, 4, _size_invariance, column_means(*SI_KEYS),
                "PySODMetrics SizeInvarianceMAE, SizeInvarianceFmeasureV2"),
+        Family("MSIoU", ("maxMSIoU", "meanMSIoU", "adpMSIoU"), 258, _msiou, _summarize_msiou,
+               "PySODMetrics MSIoU(with_dynamic=True, with_adaptive=True)"),
     ]
     return {family.name: family for family in families}
 
