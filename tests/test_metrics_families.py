@@ -12,6 +12,8 @@ from sodkit.metrics.families import FAMILIES, resolve
 from tests.families_fixtures import (
     H,
     W,
+    birefnet_biou,
+    birefnet_mba,
     birefnet_mse,
     edge_pairs,
     reference_hce,
@@ -125,3 +127,30 @@ def test_msiou_counts_gt_cells_as_the_reference_over_2048_edge_pixels():
     gt = np.where(rng.random((96, 96)) < 0.3, 255, 0).astype(np.uint8)  # ~5000 edge pixels
     pred = cv2.GaussianBlur(gt, (0, 0), 2)
     assert_close(ours("MSIoU", [("noise", pred, gt)]), reference_msiou([(pred, gt)]), 1e-12)
+
+
+def test_boundary_iou_equals_birefnet():
+    assert_close(ours("BIoU"), birefnet_biou((p, g) for _, p, g in PAIRS), 0)
+    for name, pred, gt in PAIRS:
+        assert_close(ours("BIoU", [(name, pred, gt)]), birefnet_biou([(pred, gt)]), 0, name)
+
+
+def test_boundary_iou_band_scales_with_the_image():
+    """At 600 x 800 the band is round(0.02 * 1000) = 20 erosions wide."""
+    gt = np.zeros((600, 800), np.uint8)
+    gt[100:500, 200:700] = 255
+    pred = cv2.GaussianBlur(gt, (0, 0), 8)
+    assert_close(ours("BIoU", [("big", pred, gt)]), birefnet_biou([(pred, gt)]), 0)
+
+
+def test_mba_equals_birefnet_and_is_nan_without_a_gt_boundary():
+    no_boundary = {"empty_gt", "empty_gt_empty_pred", "full_gt", "full_gt_full_pred"}
+    pairs = [pair for pair in PAIRS if pair[0] not in no_boundary]
+    assert ours("mBA", pairs)["mBA"] == birefnet_mba((p, g) for _, p, g in pairs)
+    big = np.zeros((900, 1200), np.uint8)  # radii 1, 2, 3, 4, 5: (h + w) / 300 = 7
+    cv2.circle(big, (600, 450), 300, 255, -1)
+    pairs.append(("big", cv2.GaussianBlur(big, (0, 0), 6), big))
+    for name, pred, gt in PAIRS + pairs[-1:]:
+        expected = birefnet_mba([(pred, gt)])
+        assert np.isnan(expected) == (name in no_boundary)
+        assert_close(ours("mBA", [(name, pred, gt)]), {"mBA": expected}, 0, name)

@@ -113,6 +113,23 @@ def _summarize_msiou(rows: np.ndarray) -> dict[str, float]:
             "adpMSIoU": float(np.mean(np.ascontiguousarray(rows[:, 257])))}
 
 
+def _biou(pair: Pair) -> np.ndarray:
+    from .boundary import boundary_iou_curve
+
+    return boundary_iou_curve(pair.levels, pair.fg)
+
+
+def _summarize_biou(rows: np.ndarray) -> dict[str, float]:
+    curve = np.mean(rows, axis=0)  # BiRefNet: the mean of the (N, 256) curves over images
+    return {"maxBIoU": float(curve.max()), "meanBIoU": float(curve.mean())}
+
+
+def _mba(pair: Pair) -> np.ndarray:
+    from .boundary import boundary_accuracy
+
+    return np.array([boundary_accuracy(pair.pred, pair.gt)])
+
+
 def _registry() -> dict[str, Family]:
     families = [
         Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
@@ -123,6 +140,10 @@ def _registry() -> dict[str, Family]:
                "PySODMetrics SizeInvarianceMAE, SizeInvarianceFmeasureV2"),
         Family("MSIoU", ("maxMSIoU", "meanMSIoU", "adpMSIoU"), 258, _msiou, _summarize_msiou,
                "PySODMetrics MSIoU(with_dynamic=True, with_adaptive=True)"),
+        Family("BIoU", ("maxBIoU", "meanBIoU"), 256, _biou, _summarize_biou,
+               "BiRefNet evaluation/metrics.py BIoUMeasure"),
+        Family("mBA", ("mBA",), 1, _mba, column_means("mBA"),
+               "BiRefNet evaluation/metrics.py MBAMeasure"),
     ]
     return {family.name: family for family in families}
 
