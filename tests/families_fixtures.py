@@ -170,3 +170,11 @@ def birefnet_mba(pairs) -> float:
                 accs.append((gi * pi + (1 - gi) * (1 - pi)).sum() / region.sum())
         values.append(sum(accs) / 5)
     return float(np.mean(np.array(values, np.float64)))
+
+
+def reference_cm(pairs) -> float:
+    """PySODMetrics' ``ContextMeasure()``: the mean of its per-image scores."""
+    cm = psm.ContextMeasure()
+    for pred, gt in pairs:
+        cm.step(pred, gt)
+    return float(cm.get_results()["cm"])

@@ -16,6 +16,7 @@ from tests.families_fixtures import (
     birefnet_mba,
     birefnet_mse,
     edge_pairs,
+    reference_cm,
     reference_hce,
     reference_msiou,
     reference_plain_f,
@@ -154,3 +155,10 @@ def test_mba_equals_birefnet_and_is_nan_without_a_gt_boundary():
         expected = birefnet_mba([(pred, gt)])
         assert np.isnan(expected) == (name in no_boundary)
         assert_close(ours("mBA", [(name, pred, gt)]), {"mBA": expected}, 0, name)
+
+
+def test_context_measure_equals_pysodmetrics():
+    assert_close(ours("CM"), {"CM": reference_cm((p, g) for _, p, g in PAIRS)}, 1e-12)
+    for name, pred, gt in PAIRS:
+        assert_close(ours("CM", [(name, pred, gt)]), {"CM": reference_cm([(pred, gt)])}, 1e-12,
+                     name)

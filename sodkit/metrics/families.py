@@ -130,6 +130,12 @@ def _mba(pair: Pair) -> np.ndarray:
     return np.array([boundary_accuracy(pair.pred, pair.gt)])
 
 
+def _cm(pair: Pair) -> np.ndarray:
+    from .context import context_measure
+
+    return np.array([context_measure(pair.norm, pair.fg)])
+
+
 def _registry() -> dict[str, Family]:
     families = [
         Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
@@ -144,6 +150,7 @@ def _registry() -> dict[str, Family]:
                "BiRefNet evaluation/metrics.py BIoUMeasure"),
         Family("mBA", ("mBA",), 1, _mba, column_means("mBA"),
                "BiRefNet evaluation/metrics.py MBAMeasure"),
+        Family("CM", ("CM",), 1, _cm, column_means("CM"), "PySODMetrics ContextMeasure"),
     ]
     return {family.name: family for family in families}
 
