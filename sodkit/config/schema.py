@@ -198,6 +198,10 @@ class EvalCfg:
     # test-time augmentation in evaluation, test and predict: [hflip] = mean of the plain and
     # the mirrored pass's probabilities
     tta: list[Literal["hflip"]] = field(default_factory=list)
+    # optional metric families computed as well (sodkit/metrics/families.py), e.g. [HCE, BIoU,
+    # mBA] for DIS; [all] for every one. Default: the standard set only
+    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "all"]] = field(
+        default_factory=list)
 
 
 @dataclass

@@ -176,7 +176,7 @@ def _run_dataset(
     from .postprocess import postprocess_of, predict_scores  # it imports this module
 
     post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
-    metrics = SODMetrics()
+    metrics = SODMetrics(families=cfg.eval.compute)
     samples: list[list[np.ndarray]] = []
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
     outputs = OutputFolder.at(pred_root) if pred_root is not None else None

@@ -1,0 +1,95 @@
+"""The optional metric families through the commands: ``sodkit eval --compute``, ``eval.compute``
+in a config (``sodkit test``, training's evaluation), and the paper tables' ``--metrics``."""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from sodkit.cli import main
+from sodkit.config.schema import EvalCfg
+from sodkit.metrics.families import FAMILIES
+from sodkit.metrics.testing import realistic_pair
+from tests.families_fixtures import birefnet_biou, birefnet_mba, reference_hce
+from tests.sod_fixtures import tiny_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def folders(tmp_path: Path) -> dict[str, Path]:
+    rng = np.random.default_rng(3)
+    for i in range(5):
+        pred, gt = realistic_pair(rng, 40 + 3 * i, 56)
+        for name, image in (("gt", gt), ("a", pred)):
+            (tmp_path / name).mkdir(exist_ok=True)
+            assert cv2.imwrite(str(tmp_path / name / f"im{i}.png"), image)
+    return {name: tmp_path / name for name in ("gt", "a")}
+
+
+def _pairs(gt_dir: Path, pred_dir: Path) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(cv2.imread(str(pred_dir / p.name), cv2.IMREAD_GRAYSCALE),
+             cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)) for p in sorted(gt_dir.glob("*.png"))]
+
+
+def test_eval_compute_adds_the_families_to_every_output(folders, tmp_path, capsys):
+    out, tex = tmp_path / "out", tmp_path / "t.tex"
+    assert main(["eval", "--gt", str(folders["gt"]), "--pred", f"A={folders['a']}", "--out",
+                 str(out), "--compute", "hce,BIoU,mBA", "--workers", "1", "--latex", str(tex),
+                 "--metrics", "maxFm,HCE,mBA"]) == 0
+    result = json.loads((out / "results.json").read_text())["A"]
+    pairs = _pairs(folders["gt"], folders["a"])
+    assert result["HCE"] == reference_hce(pairs)[0]
+    assert result["mBA"] == birefnet_mba(pairs)
+    assert result["maxBIoU"] == birefnet_biou(pairs)["maxBIoU"]
+    assert "MSE" not in result and "CM" not in result  # only what was asked
+    assert "| HCE |" in (out / "results.md").read_text().splitlines()[0]
+    assert "HCE" in capsys.readouterr().out  # the printed table shows the computed families
+    assert "HCE" in tex.read_text() and "\\downarrow" in tex.read_text()
+
+
+def test_worker_processes_compute_the_same_families(folders, tmp_path):
+    for workers in ("1", "2"):
+        assert main(["eval", "--gt", str(folders["gt"]), "--pred", f"A={folders['a']}",
+                     "--out", str(tmp_path / workers), "--compute", "all",
+                     "--workers", workers]) == 0
+    one, two = ((tmp_path / w / "results.json").read_text() for w in ("1", "2"))
+    assert one == two and "maxMSIoU" in json.loads(one)["A"]
+
+
+def test_bad_selections_are_refused_in_one_line(folders, tmp_path, capsys):
+    base = ["eval", "--gt", str(folders["gt"]), "--pred", str(folders["a"])]
+    assert main([*base, "--out", str(tmp_path / "o1"), "--compute", "HCE,nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("sodkit eval: error: --compute: unknown metric family nope; choose from "
+                   + ", ".join(FAMILIES) + " or all")
+    assert main([*base, "--out", str(tmp_path / "o2"), "--metrics", "HCE",
+                 "--latex", str(tmp_path / "t.tex")]) == 2
+    assert "computed only with --compute HCE" in capsys.readouterr().err
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+def test_config_selection_names_exactly_the_families():
+    hint = typing.get_type_hints(EvalCfg)["compute"]
+    assert set(typing.get_args(typing.get_args(hint)[0])) == {*FAMILIES, "all"}
+
+
+def test_sodkit_test_computes_the_config_families_as_eval_does(trained, data_root, tmp_path):
+    out = tmp_path / "t"
+    overrides = [*tiny_overrides(data_root, tmp_path / "o", "t"), "eval.compute=[HCE, SI]"]
+    assert main(["test", str(ROOT / "configs" / "demo.yaml"), *overrides, "--checkpoint",
+                 str(trained / "checkpoints" / "last.pt"), "--out", str(out)]) == 0
+    tested = json.loads((out / "results.json").read_text())["DUTS-TE"]
+    assert {"HCE", "siMAE", "simaxFm"} <= set(tested) and "maxBIoU" not in tested
+    preds = next(p for p in out.rglob("*.png") if p.parent.name == "DUTS-TE").parent
+    gt = data_root / "DUTS-TE" / "DUTS-TE-Mask"
+    assert main(["eval", "--gt", str(gt), "--pred", f"m={preds}", "--out", str(tmp_path / "e"),
+                 "--compute", "HCE,SI", "--workers", "1"]) == 0
+    evaluated = json.loads((tmp_path / "e" / "results.json").read_text())["m"]
+    for key in ("HCE", "siMAE", "simaxFm", "simeanFm", "siadpFm", "MAE"):
+        assert tested[key] == pytest.approx(evaluated[key], abs=1e-12), key
