@@ -7,43 +7,56 @@ those ten scores (trapezoids over [0, 1]). Dynamic: at the 257 thresholds 0..256
 truncated map (ascending, as the reference); adaptive: at min(2 * mean, 1).
 
 Only thresholds where the binary map changes (a present level + 1, and 0 and 256) are measured;
-the others repeat the previous value, as in the reference.
+the others repeat the previous value, as in the reference. The edges are computed in integer
+arithmetic and the grids as a pyramid of 2 x 2 ORs (the reference pads and reshapes the whole
+image for each grid): the same cells, several times faster.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
 
 CELL_SIZES = tuple(int(c) for c in np.power(2, np.linspace(0, 9, num=10, dtype=int)))
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy 2 renamed it
 
 
 def edges(mask: np.ndarray) -> np.ndarray:
-    """Pixels with a non-zero Sobel response of a bool mask (in the reference's bool
-    arithmetic: scipy casts each pass to the input's dtype)."""
-    sx = ndimage.sobel(mask, axis=0, mode="constant")
-    sy = ndimage.sobel(mask, axis=1, mode="constant")
-    return sx | sy
+    """Pixels where the Sobel response of a bool mask (zero outside) is non-zero in either
+    direction: ``scipy.ndimage.sobel``'s, which the reference uses, in integer arithmetic."""
+    padded = np.pad(mask.astype(np.int16), 1)
+    down = padded[2:, :] - padded[:-2, :]
+    across = padded[:, 2:] - padded[:, :-2]
+    rows = down[:, :-2] + 2 * down[:, 1:-1] + down[:, 2:]
+    cols = across[:-2] + 2 * across[1:-1] + across[2:]
+    return (rows != 0) | (cols != 0)
 
 
-def shrink(edge: np.ndarray, cell: int) -> np.ndarray:
-    """Which ``cell`` x ``cell`` grid cells hold an edge (the image zero-padded at the top and
-    left to a multiple of the cell)."""
-    if cell == 1:
-        return edge
+def _pad(size: int, cell: int) -> int:
+    return (cell - size % cell) % cell
+
+
+def pyramid(edge: np.ndarray) -> list[np.ndarray]:
+    """Which cells of each grid (``CELL_SIZES``; the image zero-padded at the top and left to
+    a multiple of the cell, as the reference) hold an edge.
+
+    Each grid comes from the previous one by OR-ing 2 x 2 blocks: the padding of a grid of
+    2c exceeds that of the grid of c by 0 or c, i.e. 0 or 1 cell of the finer grid.
+    """
     h, w = edge.shape
-    pad_h, pad_w = (cell - h % cell) % cell, (cell - w % cell) % cell
-    if pad_h or pad_w:
-        edge = np.pad(edge, ((pad_h, 0), (pad_w, 0)))
-    h, w = edge.shape
-    return edge.reshape(h // cell, cell, w // cell, cell).any(axis=(1, 3))
+    grids = [edge]
+    for fine, cell in zip(CELL_SIZES, CELL_SIZES[1:], strict=False):
+        grid = grids[-1]
+        top = (_pad(h, cell) - _pad(h, fine)) // fine
+        left = (_pad(w, cell) - _pad(w, fine)) // fine
+        if top or left:
+            grid = np.pad(grid, ((top, 0), (left, 0)))
+        grids.append(grid[0::2, 0::2] | grid[1::2, 0::2] | grid[0::2, 1::2] | grid[1::2, 1::2])
+    return grids
 
 
 def _area(pred_edge: np.ndarray, gt_cells: list[np.ndarray], gt_counts: list) -> float:
     ratios = []
-    for cell, gt, count in zip(CELL_SIZES, gt_cells, gt_counts, strict=True):
-        pred = shrink(pred_edge, cell)
+    for pred, gt, count in zip(pyramid(pred_edge), gt_cells, gt_counts, strict=True):
         ratios.append((np.count_nonzero(pred & gt) + 1) / (count + 1))
     return float(_trapezoid(y=ratios, dx=1 / (len(CELL_SIZES) - 1)))
 
@@ -52,7 +65,7 @@ def msiou(norm: np.ndarray, levels: np.ndarray, fg: np.ndarray) -> np.ndarray:
     """One image's row: the dynamic curve (257 values, thresholds 0..256) and the adaptive
     value."""
     gt_edge = edges(fg)
-    gt_cells = [shrink(gt_edge, cell) for cell in CELL_SIZES]
+    gt_cells = pyramid(gt_edge)
     # The reference counts the GT's cells as a sum of float16 ones (its edge maps' dtype),
     # which rounds above 2048 cells: counted the same way, for the same ratios.
     gt_counts = [cells.astype(np.float16).sum() for cells in gt_cells]
