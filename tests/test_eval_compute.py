@@ -3,6 +3,7 @@ in a config (``sodkit test``, training's evaluation), and the paper tables' ``--
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import typing
 from pathlib import Path
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
+from sodkit.config.loader import ConfigError
 from sodkit.config.schema import EvalCfg
+from sodkit.engine.checkpoint import CheckpointManager
 from sodkit.metrics.families import FAMILIES
 from sodkit.metrics.testing import realistic_pair
 from tests.families_fixtures import birefnet_biou, birefnet_mba, reference_hce
@@ -93,3 +96,12 @@ def test_sodkit_test_computes_the_config_families_as_eval_does(trained, data_roo
     evaluated = json.loads((tmp_path / "e" / "results.json").read_text())["m"]
     for key in ("HCE", "siMAE", "simaxFm", "simeanFm", "siadpFm", "MAE"):
         assert tested[key] == pytest.approx(evaluated[key], abs=1e-12), key
+
+
+def test_training_refuses_a_missing_package_before_it_starts(monkeypatch):
+    """The trainer checks eval.compute with eval.metric, at its start."""
+    monkeypatch.setitem(FAMILIES, "HCE", dataclasses.replace(FAMILIES["HCE"],
+                                                             needs="sodkit_no_such_package"))
+    CheckpointManager.check_selection(EvalCfg(compute=["BIoU"]), ["D"])
+    with pytest.raises(ConfigError, match=r"^eval.compute: metric family HCE needs scikit-image"):
+        CheckpointManager.check_selection(EvalCfg(compute=["BIoU", "HCE"]), ["D"])

@@ -3,12 +3,14 @@ evaluation) on realistic pairs and edge cases, and merge exactly like the standa
 
 from __future__ import annotations
 
+import dataclasses
+
 import cv2
 import numpy as np
 import pytest
 
 from sodkit.metrics import SODMetrics
-from sodkit.metrics.families import FAMILIES, resolve
+from sodkit.metrics.families import FAMILIES, MissingPackage, resolve
 from tests.families_fixtures import (
     H,
     W,
@@ -162,3 +164,12 @@ def test_context_measure_equals_pysodmetrics():
     for name, pred, gt in PAIRS:
         assert_close(ours("CM", [(name, pred, gt)]), {"CM": reference_cm([(pred, gt)])}, 1e-12,
                      name)
+
+
+def test_a_missing_optional_package_is_refused_in_one_line(monkeypatch):
+    """Without scikit-image (here: a family pointed at a package that does not exist)."""
+    monkeypatch.setitem(FAMILIES, "HCE", dataclasses.replace(FAMILIES["HCE"],
+                                                             needs="sodkit_no_such_package"))
+    with pytest.raises(MissingPackage, match=r"^metric family HCE needs scikit-image, which is "
+                                             r"not installed: pip install 'sodkit\[metrics\]'"):
+        SODMetrics(families="HCE,MSE")

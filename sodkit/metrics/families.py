@@ -19,6 +19,12 @@ from functools import cached_property
 
 import numpy as np
 
+from ..errors import UserError
+
+
+class MissingPackage(UserError, ValueError):
+    """A selected family's optional package is not installed (the CLI prints one line)."""
+
 
 class Pair:
     """One uint8 (prediction, GT) pair and the derived maps several families share."""
@@ -197,7 +203,7 @@ def _check_installed(family: Family) -> None:
     import importlib.util
 
     if importlib.util.find_spec(family.needs) is None:
-        raise ValueError(f"metric family {family.name} needs scikit-image, which is not "
+        raise MissingPackage(f"metric family {family.name} needs scikit-image, which is not "
                          f"installed: pip install 'sodkit[metrics]' (or scikit-image)")
 
 
