@@ -178,3 +178,21 @@ def reference_cm(pairs) -> float:
     for pred, gt in pairs:
         cm.step(pred, gt)
     return float(cm.get_results()["cm"])
+
+
+def reference_ccm(triples) -> float:
+    """PySODMetrics' ``CamouflageContextMeasure()`` on (pred, gt, RGB image) triples."""
+    ccm = psm.CamouflageContextMeasure()
+    for pred, gt, image in triples:
+        ccm.step(pred, gt, img=image)
+    return float(ccm.get_results()["ccm"])
+
+
+def camouflaged_image(gt: np.ndarray, seed: int) -> np.ndarray:
+    """An RGB image whose object is a slightly shifted copy of a textured background."""
+    rng = np.random.default_rng(seed)
+    h, w = gt.shape
+    texture = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (0, 0), 2)
+    shifted = np.roll(texture, (3, 5), axis=(0, 1)).astype(np.int16) + rng.integers(-12, 13, 3)
+    inside = (gt > 128)[:, :, None]
+    return np.where(inside, np.clip(shifted, 0, 255), texture).astype(np.uint8)

@@ -17,7 +17,9 @@ from tests.families_fixtures import (
     birefnet_biou,
     birefnet_mba,
     birefnet_mse,
+    camouflaged_image,
     edge_pairs,
+    reference_ccm,
     reference_cm,
     reference_hce,
     reference_msiou,
@@ -173,3 +175,23 @@ def test_a_missing_optional_package_is_refused_in_one_line(monkeypatch):
     with pytest.raises(MissingPackage, match=r"^metric family HCE needs scikit-image, which is "
                                              r"not installed: pip install 'sodkit\[metrics\]'"):
         SODMetrics(families="HCE,MSE")
+
+
+def test_camouflage_context_measure_equals_pysodmetrics():
+    triples = [(pred, gt, camouflaged_image(gt, i)) for i, (_, pred, gt) in enumerate(PAIRS)]
+    metrics = SODMetrics(families="CCM")
+    for pred, gt, image in triples:
+        metrics.update(pred, gt, image=image)
+    assert_close(metrics.compute(), {"CCM": reference_ccm(triples)}, 1e-9)
+    for (name, *_), triple in zip(PAIRS, triples, strict=True):
+        single = SODMetrics(families="CCM")
+        single.update(*triple[:2], image=triple[2])
+        assert_close(single.compute(), {"CCM": reference_ccm([triple])}, 1e-9, name)
+
+
+def test_ccm_needs_the_images():
+    metrics = SODMetrics(families="CCM")
+    with pytest.raises(ValueError, match="CCM reads the images"):
+        metrics.update(PAIRS[0][1], PAIRS[0][2])
+    with pytest.raises(ValueError, match="uint8 RGB images of the GT's size"):
+        metrics.update(PAIRS[0][1], PAIRS[0][2], image=np.zeros((4, 4, 3), np.uint8))

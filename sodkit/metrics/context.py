@@ -44,13 +44,16 @@ def context_kernel(fg: np.ndarray) -> np.ndarray:
     return kernel / np.sum(kernel)
 
 
-def context_measure(norm: np.ndarray, fg: np.ndarray) -> float:
-    """One image's CM from the normalised prediction and the binary GT."""
+def context_measure(norm: np.ndarray, fg: np.ndarray, degree: np.ndarray | None = None,
+                    beta2: float = BETA2) -> float:
+    """One image's CM from the normalised prediction and the binary GT; with a camouflage
+    ``degree`` map (and beta^2 1.2), the reverse deduction's weights are GT + degree: CCM."""
     gt = fg.astype(np.float64)
     kernel = context_kernel(fg)
     relevance = cv2.filter2D(gt.astype(np.float32), cv2.CV_32F, kernel)
     forward = (norm > 0).astype(int) * relevance
     precision = np.sum(forward * norm) / (np.sum(norm) + EPS)
     coverage = GAIN * gt * (1 - np.exp(-1 * cv2.filter2D(norm, -1, kernel)))
-    recall = np.sum(coverage * gt) / (np.sum(gt) + 0.0 + EPS)
-    return float((1 + BETA2) * precision * recall / (BETA2 * precision + recall + EPS))
+    degree = np.zeros_like(gt) if degree is None else degree
+    recall = np.sum(coverage * (gt + degree)) / (np.sum(gt) + np.sum(degree) + EPS)
+    return float((1 + beta2) * precision * recall / (beta2 * precision + recall + EPS))

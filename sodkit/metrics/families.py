@@ -29,9 +29,10 @@ class MissingPackage(UserError, ValueError):
 class Pair:
     """One uint8 (prediction, GT) pair and the derived maps several families share."""
 
-    def __init__(self, pred: np.ndarray, gt: np.ndarray) -> None:
+    def __init__(self, pred: np.ndarray, gt: np.ndarray, image: np.ndarray | None = None) -> None:
         self.pred = pred
         self.gt = gt
+        self.image = image  # RGB uint8 (H, W, 3), for the families that read it
 
     @cached_property
     def fg(self) -> np.ndarray:
@@ -63,7 +64,8 @@ class Family:
         measure: one image's row.
         summarize: (N, width) rows in dataset-index order -> ``{key: value}``.
         reference: what it equals (documentation).
-        needs: an optional package the family imports (checked when it is selected).
+        needs: optional packages the family imports (checked when it is selected).
+        reads_image: whether it needs each pair's RGB image as well.
     """
 
     name: str
@@ -72,7 +74,8 @@ class Family:
     measure: Callable[[Pair], np.ndarray]
     summarize: Callable[[np.ndarray], dict[str, float]]
     reference: str
-    needs: str | None = None
+    needs: tuple[str, ...] = ()
+    reads_image: bool = False
 
 
 def column_means(*keys: str) -> Callable[[np.ndarray], dict[str, float]]:
@@ -142,12 +145,21 @@ def _cm(pair: Pair) -> np.ndarray:
     return np.array([context_measure(pair.norm, pair.fg)])
 
 
+def _ccm(pair: Pair) -> np.ndarray:
+    from .camouflage import camouflage_context_measure
+
+    if pair.image is None:
+        raise ValueError("metric family CCM needs each pair's image: update(pred, gt, "
+                         "image=rgb)")
+    return np.array([camouflage_context_measure(pair.norm, pair.fg, pair.image)])
+
+
 def _registry() -> dict[str, Family]:
     families = [
         Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
                "BiRefNet evaluation/metrics.py MSEMeasure"),
         Family("HCE", ("HCE",), 1, _hce, column_means("HCE"),
-               "PySODMetrics HumanCorrectionEffortMeasure", needs="skimage"),
+               "PySODMetrics HumanCorrectionEffortMeasure", needs=("skimage",)),
         Family("SI", SI_KEYS, 4, _size_invariance, column_means(*SI_KEYS),
                "PySODMetrics SizeInvarianceMAE, SizeInvarianceFmeasureV2"),
         Family("MSIoU", ("maxMSIoU", "meanMSIoU", "adpMSIoU"), 258, _msiou, _summarize_msiou,
@@ -157,6 +169,9 @@ def _registry() -> dict[str, Family]:
         Family("mBA", ("mBA",), 1, _mba, column_means("mBA"),
                "BiRefNet evaluation/metrics.py MBAMeasure"),
         Family("CM", ("CM",), 1, _cm, column_means("CM"), "PySODMetrics ContextMeasure"),
+        Family("CCM", ("CCM",), 1, _ccm, column_means("CCM"),
+               "PySODMetrics CamouflageContextMeasure", needs=("skimage", "sklearn"),
+               reads_image=True),
     ]
     return {family.name: family for family in families}
 
@@ -198,23 +213,31 @@ def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
 
 def _check_installed(family: Family) -> None:
     """Refuse a family whose optional package is missing, before any image is measured."""
-    if family.needs is None:
-        return
     import importlib.util
 
-    if importlib.util.find_spec(family.needs) is None:
-        raise MissingPackage(f"metric family {family.name} needs scikit-image, which is not "
-                         f"installed: pip install 'sodkit[metrics]' (or scikit-image)")
+    names = {"skimage": "scikit-image", "sklearn": "scikit-learn"}
+    missing = [names.get(m, m) for m in family.needs if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingPackage(f"metric family {family.name} needs {' and '.join(missing)}, "
+                             f"which {'is' if len(missing) == 1 else 'are'} not installed: "
+                             f"pip install 'sodkit[metrics]'")
+
+
+def reads_images(names: Iterable[str]) -> bool:
+    """Whether any of the named families needs the images."""
+    return any(FAMILIES[name].reads_image for name in names)
 
 
 def measure_families(names: Sequence[str], pairs: Iterable[tuple[np.ndarray, np.ndarray]],
-                     count: int) -> dict[str, np.ndarray]:
-    """Each named family's (count, width) rows for ``count`` uint8 (pred, gt) pairs."""
+                     count: int, images: Sequence[np.ndarray | None] | None = None
+                     ) -> dict[str, np.ndarray]:
+    """Each named family's (count, width) rows for ``count`` uint8 (pred, gt) pairs (and
+    their RGB images, for the families that read them)."""
     rows = {name: np.empty((count, FAMILIES[name].width)) for name in names}
     if not names:
         return rows
     for i, (pred, gt) in enumerate(pairs):
-        pair = Pair(np.asarray(pred), np.asarray(gt))
+        pair = Pair(np.asarray(pred), np.asarray(gt), None if images is None else images[i])
         for name in names:
             rows[name][i] = FAMILIES[name].measure(pair)
     return rows
