@@ -18,7 +18,13 @@ from sodkit.config.schema import EvalCfg
 from sodkit.engine.checkpoint import CheckpointManager
 from sodkit.metrics.families import FAMILIES
 from sodkit.metrics.testing import realistic_pair
-from tests.families_fixtures import birefnet_biou, birefnet_mba, reference_hce
+from tests.families_fixtures import (
+    birefnet_biou,
+    birefnet_mba,
+    camouflaged_image,
+    reference_ccm,
+    reference_hce,
+)
 from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,25 +89,52 @@ def test_config_selection_names_exactly_the_families():
 
 
 def test_sodkit_test_computes_the_config_families_as_eval_does(trained, data_root, tmp_path):
+    """``sodkit test`` with eval.compute (CCM reading each test image) gives what ``sodkit
+    eval`` gives on its saved predictions."""
     out = tmp_path / "t"
-    overrides = [*tiny_overrides(data_root, tmp_path / "o", "t"), "eval.compute=[HCE, SI]"]
+    overrides = [*tiny_overrides(data_root, tmp_path / "o", "t"), "eval.compute=[HCE, SI, CCM]"]
     assert main(["test", str(ROOT / "configs" / "demo.yaml"), *overrides, "--checkpoint",
                  str(trained / "checkpoints" / "last.pt"), "--out", str(out)]) == 0
     tested = json.loads((out / "results.json").read_text())["DUTS-TE"]
     assert {"HCE", "siMAE", "simaxFm"} <= set(tested) and "maxBIoU" not in tested
     preds = next(p for p in out.rglob("*.png") if p.parent.name == "DUTS-TE").parent
     gt = data_root / "DUTS-TE" / "DUTS-TE-Mask"
+    images = data_root / "DUTS-TE" / "DUTS-TE-Image"
     assert main(["eval", "--gt", str(gt), "--pred", f"m={preds}", "--out", str(tmp_path / "e"),
-                 "--compute", "HCE,SI", "--workers", "1"]) == 0
+                 "--compute", "HCE,SI,CCM", "--images", str(images), "--workers", "1"]) == 0
     evaluated = json.loads((tmp_path / "e" / "results.json").read_text())["m"]
-    for key in ("HCE", "siMAE", "simaxFm", "simeanFm", "siadpFm", "MAE"):
+    for key in ("HCE", "siMAE", "simaxFm", "simeanFm", "siadpFm", "CCM", "MAE"):
         assert tested[key] == pytest.approx(evaluated[key], abs=1e-12), key
 
 
 def test_training_refuses_a_missing_package_before_it_starts(monkeypatch):
     """The trainer checks eval.compute with eval.metric, at its start."""
     monkeypatch.setitem(FAMILIES, "HCE", dataclasses.replace(FAMILIES["HCE"],
-                                                             needs="sodkit_no_such_package"))
+                                                             needs=("sodkit_no_such_package",)))
     CheckpointManager.check_selection(EvalCfg(compute=["BIoU"]), ["D"])
-    with pytest.raises(ConfigError, match=r"^eval.compute: metric family HCE needs scikit-image"):
+    with pytest.raises(ConfigError, match=r"^eval.compute: metric family HCE needs sodkit_no"):
         CheckpointManager.check_selection(EvalCfg(compute=["BIoU", "HCE"]), ["D"])
+
+
+def test_eval_reads_the_images_for_ccm(folders, tmp_path, capsys):
+    images = tmp_path / "images"
+    images.mkdir()
+    triples = []
+    for k, (pred, gt) in enumerate(_pairs(folders["gt"], folders["a"])):
+        rgb = camouflaged_image(gt, k)
+        assert cv2.imwrite(str(images / f"im{k}.jpg"), rgb[:, :, ::-1],
+                           [cv2.IMWRITE_JPEG_QUALITY, 100])
+        triples.append((pred, gt, cv2.imread(str(images / f"im{k}.jpg"))[:, :, ::-1].copy()))
+    base = ["eval", "--gt", str(folders["gt"]), "--pred", f"A={folders['a']}", "--compute",
+            "CCM,CM"]
+    assert main([*base, "--out", str(tmp_path / "o0")]) == 2
+    assert "--compute CCM reads the images: give --images" in capsys.readouterr().err
+    for workers in ("1", "2"):
+        out = tmp_path / f"o{workers}"
+        assert main([*base, "--images", str(images), "--out", str(out), "--workers",
+                     workers]) == 0
+        result = json.loads((out / "results.json").read_text())["A"]
+        assert result["CCM"] == pytest.approx(reference_ccm(triples), abs=1e-9)
+    (images / "im3.jpg").unlink()
+    assert main([*base, "--images", str(images), "--out", str(tmp_path / "o3")]) == 2
+    assert "no image for 1 GT stem(s) of gt: im3" in capsys.readouterr().err

@@ -42,7 +42,8 @@ def test_families_are_off_by_default_and_selected_by_name():
     metrics = SODMetrics()
     metrics.update(PAIRS[0][1], PAIRS[0][2])
     assert "MSE" not in metrics.compute()
-    assert resolve("all") == tuple(FAMILIES)
+    assert resolve("all") == tuple(name for name in FAMILIES if name != "CCM")
+    assert resolve("ALL,ccm") == tuple(FAMILIES)  # CCM reads the images: named
     assert resolve("mse") == ("MSE",)
     with pytest.raises(ValueError, match="unknown metric family nope; choose from MSE"):
         resolve("MSE,nope")
@@ -171,9 +172,10 @@ def test_context_measure_equals_pysodmetrics():
 def test_a_missing_optional_package_is_refused_in_one_line(monkeypatch):
     """Without scikit-image (here: a family pointed at a package that does not exist)."""
     monkeypatch.setitem(FAMILIES, "HCE", dataclasses.replace(FAMILIES["HCE"],
-                                                             needs="sodkit_no_such_package"))
-    with pytest.raises(MissingPackage, match=r"^metric family HCE needs scikit-image, which is "
-                                             r"not installed: pip install 'sodkit\[metrics\]'"):
+                                                             needs=("sodkit_no_such_package",)))
+    with pytest.raises(MissingPackage, match=r"^metric family HCE needs sodkit_no_such_package, "
+                                             r"which is not installed: pip install "
+                                             r"'sodkit\[metrics\]'$"):
         SODMetrics(families="HCE,MSE")
 
 

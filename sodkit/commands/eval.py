@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="optional metric families to compute as well: MSE, HCE, SI, MSIoU, "
                              "BIoU, mBA, CM, or all (default: the standard set only; see the "
                              "README's Metrics)")
+    parser.add_argument("--images", action="append", default=[], metavar="[NAME=]DIR",
+                        help="a dataset's RGB images (by GT stem), read by --compute CCM; "
+                             "repeat as NAME=DIR per --gt NAME")
     parser.add_argument("--workers", type=int_in(1), default=None,
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
@@ -86,6 +89,7 @@ class Job:
     gts: dict[str, Path]
     preds: dict[str, dict[str, Path]] = field(default_factory=dict)
     families: tuple[str, ...] = ()  # --compute
+    images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
@@ -187,6 +191,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     also every input folder (for the checks of what may be written)."""
     from ..imageio import list_images
     from ..paths import check_not_input, inside
+    from ._eval_images import assign_images
 
     families = _families(args)
     gts = [_split(spec, "gt") for spec in args.gt]
@@ -208,6 +213,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
         for method in methods:
             _pair(job, method, name)
         jobs.append(job)
+    assign_images(args, jobs, families, _split, _listed)
     check_not_input(out, inputs)  # after the inputs are found: a missing one is named first
     return jobs, inputs
 
@@ -241,6 +247,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
     ``workers`` threads reading ahead."""
     from tqdm import tqdm
 
+    from ..imageio import read_image_at
     from ..metrics import SODMetrics
     from ..resources import available_cores
 
@@ -252,7 +259,8 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
             pairs = [(i, str(job.gts[stems[i]]), [str(files[stems[i]])
                                                   for files in job.preds.values()])
                      for i in shard]
-            tasks = pool.measure(pairs, len(job.preds), bar.update, job.families)
+            images = None if job.images is None else [str(job.images[stems[i]]) for i in shard]
+            tasks = pool.measure(pairs, len(job.preds), bar.update, job.families, images)
             return {method: SODMetrics.from_states([states[k] for states in tasks])
                     for k, method in enumerate(job.preds)}
         threads = min(2, available_cores())  # weighted F-measure threads, as SODMetrics' default
@@ -260,8 +268,10 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
                    for method in job.preds}
         pairs = _prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
         for index, (gt, preds) in zip(shard, pairs, strict=True):
+            image = (None if job.images is None
+                     else read_image_at(job.images[stems[index]], gt.shape))
             for metric, pred in zip(metrics.values(), preds, strict=True):
-                metric.update(pred, gt, index=index)
+                metric.update(pred, gt, index=index, image=image)
             bar.update()
         return metrics
 

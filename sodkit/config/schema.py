@@ -199,9 +199,9 @@ class EvalCfg:
     # the mirrored pass's probabilities
     tta: list[Literal["hflip"]] = field(default_factory=list)
     # optional metric families computed as well (sodkit/metrics/families.py), e.g. [HCE, BIoU,
-    # mBA] for DIS; [all] for every one. Default: the standard set only
-    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "all"]] = field(
-        default_factory=list)
+    # mBA] for DIS; [all] for every one but CCM (it reads the images: name it). Default: none
+    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "CCM", "all"]] = (
+        field(default_factory=list))
 
 
 @dataclass

@@ -187,8 +187,9 @@ def family_keys(names: Iterable[str] | None = None) -> tuple[str, ...]:
 
 
 def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
-    """Family names in registry order from a selection: names (case-insensitive), ``"all"``,
-    or a comma-separated text of either; None or empty: none.
+    """Family names in registry order from a selection: names (case-insensitive), ``"all"``
+    (every family computed from the masks alone; CCM, which reads the images, is added by
+    name), or a comma-separated text of either; None or empty: none.
 
     Raises:
         ValueError: naming an unknown family and the known ones.
@@ -198,8 +199,9 @@ def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
     if isinstance(names, str):
         names = [part for part in names.split(",")]
     wanted = [name.strip() for name in names if name.strip()]
-    if any(name.lower() == "all" for name in wanted):
-        wanted = list(FAMILIES)
+    if any(name.lower() == "all" for name in wanted):  # those of the masks alone: CCM is named
+        wanted = [n for n in wanted if n.lower() != "all"] + [
+            name for name, family in FAMILIES.items() if not family.reads_image]
     by_lower = {name.lower(): name for name in FAMILIES}
     unknown = [name for name in wanted if name.lower() not in by_lower]
     if unknown:
