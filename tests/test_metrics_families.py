@@ -197,3 +197,16 @@ def test_ccm_needs_the_images():
         metrics.update(PAIRS[0][1], PAIRS[0][2])
     with pytest.raises(ValueError, match="uint8 RGB images of the GT's size"):
         metrics.update(PAIRS[0][1], PAIRS[0][2], image=np.zeros((4, 4, 3), np.uint8))
+
+
+def test_hce_skeleton_in_the_gt_box_equals_the_whole_image_skeleton():
+    from skimage.morphology import skeletonize
+
+    from sodkit.metrics.hce import skeleton
+
+    rng = np.random.default_rng(1)
+    masks = [gt > 128 for _, _, gt in PAIRS]
+    masks += [cv2.dilate((rng.random((30, 41)) < 0.2).astype(np.uint8), np.ones((2, 2)))
+              .astype(bool) for _ in range(20)]  # objects touching the borders
+    for mask in masks:
+        np.testing.assert_array_equal(skeleton(mask), skeletonize(mask))
