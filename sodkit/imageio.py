@@ -228,6 +228,14 @@ def read_image(path: str | Path) -> np.ndarray:
     return cv2.cvtColor(array, cv2.COLOR_BGR2RGB)
 
 
+def read_image_at(path: str | Path, shape: tuple[int, ...]) -> np.ndarray:
+    """:func:`read_image` at the (H, W) ``shape`` of its GT (bilinear resize if it differs)."""
+    image = read_image(path)
+    if image.shape[:2] != tuple(shape[:2]):
+        image = cv2.resize(image, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
+    return image
+
+
 def read_mask(path: str | Path) -> np.ndarray:
     """Any mask file -> uint8 grey (H, W), object bright, soft values kept (binarise ``> 128``).
 

@@ -64,8 +64,9 @@ def eval_args(root: Path, out: Path) -> list[str]:
 
 
 def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, tmp_path):
-    assert main(eval_args(inputs, tmp_path / "one")) == 0
-    proc = torchrun(*eval_args(inputs, tmp_path / "two"))
+    families = ["--compute", "all"]  # the optional metric families merge as exactly
+    assert main([*eval_args(inputs, tmp_path / "one"), *families]) == 0
+    proc = torchrun(*eval_args(inputs, tmp_path / "two"), *families)
     assert proc.returncode == 0, proc.stderr[-4000:]
     # the images were split, each measured once: rank 0 reports the gathered record counts
     assert "X: 7 images measured by 2 processes (4 + 3)" in proc.stderr, proc.stderr[-3000:]
@@ -76,6 +77,7 @@ def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, tmp_path):
             assert (one / name).read_bytes() == (two / name).read_bytes(), (dataset, name)
         results = json.loads((two / "results.json").read_text())
         assert set(results) == {"a", "b"} and results["a"] != results["b"]
+        assert {"HCE", "maxMSIoU", "siMAE", "maxBIoU", "mBA", "CM", "MSE"} <= set(results["a"])
         rows = (two / "results_per_image.csv").read_text().splitlines()
         assert len(rows) == 1 + 2 * DATASETS[dataset]  # header + every image once per method
     for name in ("results.json", "evaluation.json"):

@@ -67,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replace files that sodkit eval did not write, or that were changed "
                              "since (only files of the names it writes), in --out and as "
                              "--latex / --xlsx; never in another command's folder or an input")
+    parser.add_argument("--compute", default="", metavar="FAMILY,...",
+                        help="optional metric families to compute as well: MSE, HCE, SI, MSIoU, "
+                             "BIoU, mBA, CM, or all (default: the standard set only; see the "
+                             "README's Metrics)")
+    parser.add_argument("--images", action="append", default=[], metavar="[NAME=]DIR",
+                        help="a dataset's RGB images (by GT stem), read by --compute CCM; "
+                             "repeat as NAME=DIR per --gt NAME")
     parser.add_argument("--workers", type=int_in(1), default=None,
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
@@ -82,6 +89,8 @@ class Job:
     out_dir: Path
     gts: dict[str, Path]
     preds: dict[str, dict[str, Path]] = field(default_factory=dict)
+    families: tuple[str, ...] = ()  # --compute
+    images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
@@ -170,12 +179,32 @@ def _pair(job: Job, method: Method, dataset: str | None) -> None:
     job.preds[method.name] = {stem: found[stem] for stem in job.gts}
 
 
+def _families(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``--compute`` selection, refused in one line when a name is unknown or a family's
+    package is missing; and ``--metrics`` may not ask for a family's key it leaves out."""
+    from ..metrics.families import FAMILIES, family_keys, resolve
+
+    try:
+        families = resolve(args.compute)
+    except ValueError as exc:
+        raise UserError(f"--compute: {exc}") from None
+    asked = [m.strip() for m in args.metrics.split(",")]
+    missing = [m for m in asked if m in family_keys() and m not in family_keys(families)]
+    if missing and (args.latex or args.xlsx):
+        owners = [name for name in FAMILIES if set(FAMILIES[name].keys) & set(missing)]
+        raise UserError(f"--metrics {','.join(missing)}: computed only with --compute "
+                        f"{','.join(owners)}")
+    return families
+
+
 def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     """Datasets and methods from the arguments, every pair checked before any is measured;
     also every input folder (for the checks of what may be written)."""
     from ..imageio import list_images
     from ..paths import check_not_input, inside
+    from ._eval_images import assign_images
 
+    families = _families(args)
     gts = [_split(spec, "gt") for spec in args.gt]
     named = [name is not None for name, _ in gts]
     if not all(named) and (any(named) or len(gts) > 1):
@@ -190,10 +219,12 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
         files = list_images(folder)
         if not files:
             raise DataError(f"no images in GT folder {folder}")
-        job = Job(name or _default_name(folder, "gt"), inside(out, name) if name else out, files)
+        job = Job(name or _default_name(folder, "gt"), inside(out, name) if name else out, files,
+                  families=families)
         for method in methods:
             _pair(job, method, name)
         jobs.append(job)
+    assign_images(args, jobs, families, _split, _listed)
     check_not_input(out, inputs)  # after the inputs are found: a missing one is named first
     return jobs, inputs
 
@@ -227,6 +258,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
     ``workers`` threads reading ahead."""
     from tqdm import tqdm
 
+    from ..imageio import read_image_at
     from ..metrics import SODMetrics
     from ..resources import available_cores
 
@@ -238,15 +270,19 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
             pairs = [(i, str(job.gts[stems[i]]), [str(files[stems[i]])
                                                   for files in job.preds.values()])
                      for i in shard]
-            tasks = pool.measure(pairs, len(job.preds), bar.update)
+            images = None if job.images is None else [str(job.images[stems[i]]) for i in shard]
+            tasks = pool.measure(pairs, len(job.preds), bar.update, job.families, images)
             return {method: SODMetrics.from_states([states[k] for states in tasks])
                     for k, method in enumerate(job.preds)}
         threads = min(2, available_cores())  # weighted F-measure threads, as SODMetrics' default
-        metrics = {method: SODMetrics(threads=threads) for method in job.preds}
+        metrics = {method: SODMetrics(threads=threads, families=job.families)
+                   for method in job.preds}
         pairs = _prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
         for index, (gt, preds) in zip(shard, pairs, strict=True):
+            image = (None if job.images is None
+                     else read_image_at(job.images[stems[index]], gt.shape))
             for metric, pred in zip(metrics.values(), preds, strict=True):
-                metric.update(pred, gt, index=index)
+                metric.update(pred, gt, index=index, image=image)
             bar.update()
         return metrics
 
@@ -295,6 +331,7 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     """Measure one dataset and write its files (rank 0); returns ``{method: scalar metrics}``
     (empty on other ranks)."""
     from ..metrics import STANDARD_KEYS, scalar_metrics
+    from ..metrics.families import family_keys
     from ..report import markdown_table
     from ._eval_write import write_job
 
@@ -306,7 +343,8 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     results = {method: metric.compute() for method, metric in metrics.items()}
     table = {method: scalar_metrics(result) for method, result in results.items()}
     write_job(job, results, table, _per_image_rows(job, metrics), folder)
-    shown = markdown_table(table, "method", STANDARD_KEYS)  # all metrics are in the files
+    shown = markdown_table(table, "method", STANDARD_KEYS + family_keys(job.families))  # all
+    # metrics are in the files
     print(f"\n{job.name}\n\n{shown}")
     return table
 

@@ -217,6 +217,10 @@ class EvalCfg:
     tta: list[Literal["hflip"]] = field(default_factory=list)
     # also evaluate before the first step (epoch 0: the starting model, e.g. model.init_from's)
     at_start: bool = False
+    # optional metric families computed as well (sodkit/metrics/families.py), e.g. [HCE, BIoU,
+    # mBA] for DIS; [all] for every one but CCM (it reads the images: name it). Default: none
+    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "CCM", "all"]] = (
+        field(default_factory=list))
 
 
 @dataclass

@@ -165,6 +165,12 @@ class CheckpointManager:
 
         if cfg.metric not in METRIC_KEYS:
             raise ConfigError(unknown_value_message("eval.metric", cfg.metric, METRIC_KEYS))
+        from ..metrics.families import resolve
+
+        try:
+            resolve(cfg.compute)  # a family's missing package: before training, not after
+        except ValueError as exc:
+            raise ConfigError(f"eval.compute: {exc}") from None
         if cfg.metric_dataset is not None and datasets and cfg.metric_dataset not in datasets:
             raise ConfigError(unknown_value_message("eval.metric_dataset", cfg.metric_dataset,
                                                     datasets))

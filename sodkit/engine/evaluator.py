@@ -181,11 +181,14 @@ def _run_dataset(
     pred_root: Path | None,
     name: str,
     stop: Callable[[], bool] | None = None,
-) -> tuple[SODMetrics, list[tuple[str, list[np.ndarray]]]]:
+) -> tuple[SODMetrics, list[list[np.ndarray]]]:
+    from ..imageio import read_image_at
+    from ..metrics.families import reads_images
     from .postprocess import postprocess_of, predict_scores  # it imports this module
 
     post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
-    metrics = SODMetrics()
+    metrics = SODMetrics(families=cfg.eval.compute)
+    with_images = reads_images(metrics.families)  # CCM: each GT's image, read at its size
     samples: list[tuple[str, list[np.ndarray]]] = []  # (stem, image | GT | prediction)
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
     outputs = OutputFolder.at(pred_root) if pred_root is not None else None
@@ -207,7 +210,10 @@ def _run_dataset(
             if pred_root is not None:
                 files.append((inside(pred_root, name, f"{batch['name'][i]}.png"),
                               encode_mask(pred)))
-            metrics.update(pred, gt, index=int(batch["index"][i]))
+            index = int(batch["index"][i])
+            image = (read_image_at(loader.dataset.pairs[index].image, gt.shape)
+                     if with_images else None)
+            metrics.update(pred, gt, index=index, image=image)
             if len(samples) < want_samples:
                 tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)
                 size = tile.shape[:2]

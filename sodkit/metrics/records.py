@@ -8,7 +8,7 @@ batches, shards or processes concatenate; the final numbers are computed once, i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,12 +34,14 @@ class Records:
         hist: (N, 2, 256) int32, pixels per truncated level off the GT [0] and on it [1].
         adaptive: (N, 2) int64, true and false positives at the adaptive threshold.
         scalars: (N, 3) float64, per-image MAE, S-measure and weighted F (``SCALARS``).
+        extra: optional families' rows, ``{family name: (N, width) float64}`` (``families``).
     """
 
     index: np.ndarray
     hist: np.ndarray
     adaptive: np.ndarray
     scalars: np.ndarray
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> Records:
@@ -48,10 +50,19 @@ class Records:
 
     @classmethod
     def concatenate(cls, parts: list[Records]) -> Records:
+        """One set of records from several (every non-empty part must carry the same optional
+        families: a merge of states measured with different selections is refused)."""
         if not parts:
             return cls.empty()
+        filled = [p for p in parts if len(p)]
+        names = sorted(filled[0].extra) if filled else []
+        if any(sorted(p.extra) != names for p in filled):
+            seen = sorted({"+".join(sorted(p.extra)) or "none" for p in filled})
+            raise ValueError(f"metric states measured with different metric families "
+                             f"({', '.join(seen)}) cannot merge: measure every shard alike")
+        extra = {name: np.concatenate([p.extra[name] for p in filled]) for name in names}
         return cls(*(np.concatenate([getattr(p, name) for p in parts])
-                     for name in ("index", "hist", "adaptive", "scalars")))
+                     for name in ("index", "hist", "adaptive", "scalars")), extra=extra)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -60,7 +71,7 @@ class Records:
         """Rows in dataset-index order: the one order every merge of the same images gives."""
         order = np.argsort(self.index, kind="stable")
         return Records(self.index[order], self.hist[order], self.adaptive[order],
-                       self.scalars[order])
+                       self.scalars[order], {k: v[order] for k, v in self.extra.items()})
 
 
 def _truncated_histograms(hist: np.ndarray, table: np.ndarray) -> np.ndarray:

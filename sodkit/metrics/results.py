@@ -21,6 +21,7 @@ from .curves import (
     emeasure,
     fmeasure,
 )
+from .families import summarize_families
 from .records import SCALARS, Records
 
 STANDARD_KEYS = ("MAE", "Smeasure", "wFmeasure", "maxFm", "meanFm", "adpFm",
@@ -127,4 +128,6 @@ def summarize_with_per_image(records: Records) -> tuple[dict[str, Any], dict[str
     for stem, prefix in BINARY_METRICS.items():
         key = None if prefix in ("precision", "recall") else f"{prefix}_curve"
         _add_curve(out, stem, key, curves[stem], adaptive[stem])
-    return {key: out[key] for key in METRIC_KEYS + CURVE_KEYS}, _per_image(counts)
+    extra = summarize_families(records.extra)  # the optional families' keys, after the standard
+    return {**{key: out[key] for key in METRIC_KEYS}, **extra,
+            **{key: out[key] for key in CURVE_KEYS}}, _per_image(counts)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
+from .families import measure_families, reads_images, resolve
 from .parallel import WeightedFQueue, pairs_of
 from .prepare import as_index_list, as_uint8_batch, is_tensor
 from .records import SCALARS, Records, measure_batch
@@ -45,6 +46,28 @@ def _batch(parts: list[Batch]) -> Batch | list[np.ndarray]:
     return [image for part in parts for image in part]
 
 
+def _pairs(preds: Batch | list[np.ndarray], gts: Batch | list[np.ndarray]) -> list:
+    """(pred, gt) numpy pairs of a chunk: a list of images, a (B, H, W) array or tensor."""
+    if isinstance(preds, list):
+        return list(zip(preds, gts, strict=True))
+    return pairs_of(preds, gts)
+
+
+def _images(image: np.ndarray | Sequence[np.ndarray] | None,
+            shape: tuple[int, ...]) -> list[np.ndarray]:
+    """The batch's RGB images as a list, each checked against its GT's size."""
+    if image is None:
+        raise ValueError("metric family CCM reads the images: update(pred, gt, image=rgb)")
+    images = [image] if isinstance(image, np.ndarray) and image.ndim == 3 else list(image)
+    if len(images) != shape[0]:
+        raise ValueError(f"{len(images)} images for {shape[0]} pairs")
+    for rgb in images:
+        if rgb.shape != (*shape[1:], 3) or rgb.dtype != np.uint8:
+            raise ValueError(f"image {rgb.shape} {rgb.dtype}: CCM needs uint8 RGB images of "
+                             f"the GT's size {tuple(shape[1:])} x 3")
+    return images
+
+
 class SODMetrics:
     """Every standard SOD metric, equal to PySODMetrics 1.6 (MAE, S, E, wF, F, FmeasureV2).
 
@@ -57,14 +80,19 @@ class SODMetrics:
         chunk_pixels: buffered pixels of one image size that trigger a batched measurement.
         threads: threads measuring the weighted F-measure (default: up to 2); results do not
             depend on it.
+        families: optional metric families to compute as well (``sodkit.metrics.families``:
+            names, ``"all"``, or a comma-separated text); default none.
     """
 
-    def __init__(self, chunk_pixels: int = CHUNK_PIXELS, threads: int | None = None) -> None:
+    def __init__(self, chunk_pixels: int = CHUNK_PIXELS, threads: int | None = None,
+                 families: Sequence[str] | str | None = None) -> None:
         self.chunk_pixels = chunk_pixels
         self.threads = min(2, os.cpu_count() or 1) if threads is None else threads
+        self.families = resolve(families)
         self._parts: list[Records] = []
         self._pending: dict[tuple[Any, ...], list[tuple[Batch, Batch, list[int]]]] = {}
         self._pending_count = 0
+        self._images: dict[tuple[Any, ...], list[np.ndarray]] = {}  # for CCM, as _pending
         self._next_index = 0
         self._queue: WeightedFQueue | None = None  # while images are being measured
         self._per_image: tuple[Records, dict[str, np.ndarray]] | None = None  # of compute()
@@ -77,13 +105,15 @@ class SODMetrics:
         pred: np.ndarray | torch.Tensor,
         gt: np.ndarray | torch.Tensor,
         index: int | Sequence[int] | None = None,
+        image: np.ndarray | Sequence[np.ndarray] | None = None,
     ) -> None:
         """Add one pair (H, W) or a batch (B, H, W) of uint8 prediction and GT.
 
         The prediction must already be at the GT's resolution (resize, then quantise to uint8 as
         a PNG would be saved). ``index`` gives the images' dataset indices, which fix the order of
         aggregation so that merged shards give exactly the single-pass numbers; without it,
-        indices continue from the largest one seen.
+        indices continue from the largest one seen. ``image``: the RGB uint8 image(s) (H, W, 3)
+        at the GT's size, needed (only) by the families that read them (CCM).
         """
         pred_b = as_uint8_batch(pred, "pred")
         gt_b = as_uint8_batch(gt, "gt")
@@ -96,6 +126,8 @@ class SODMetrics:
         self._next_index = max(self._next_index, max(indices, default=-1) + 1)
         device = str(pred_b.device) if is_tensor(pred_b) else "cpu"
         key = (tuple(pred_b.shape[1:]), device)
+        if reads_images(self.families):
+            self._images.setdefault(key, []).extend(_images(image, tuple(pred_b.shape)))
         self._pending.setdefault(key, []).append((pred_b, gt_b, indices))
         self._pending_count += len(pred_b)
         buffered = sum(len(entry[2]) for entry in self._pending[key])
@@ -117,6 +149,7 @@ class SODMetrics:
         preds = _batch([entry[0] for entry in entries])
         gts = _batch([entry[1] for entry in entries])
         indices = np.array([i for entry in entries for i in entry[2]], dtype=np.int64)
+        images = self._images.pop(key, None)
         self._pending_count -= len(indices)
         height, width = key[0]
         step = max(1, self.chunk_pixels // (height * width))
@@ -125,6 +158,10 @@ class SODMetrics:
             records = measure_batch(preds[chunk], gts[chunk], weighted_f=False,
                                     scalars=scalars[chunk])
             records.index = indices[chunk]
+            if self.families:
+                records.extra = measure_families(
+                    self.families, _pairs(preds[chunk], gts[chunk]), len(records),
+                    None if images is None else images[chunk])
             self._parts.append(records)
         self._queue.drain()
 
@@ -147,7 +184,7 @@ class SODMetrics:
     def reset(self) -> None:
         """Forget every image."""
         self._stop_workers()
-        self.__init__(self.chunk_pixels, self.threads)
+        self.__init__(self.chunk_pixels, self.threads, self.families)
 
     def _stop_workers(self) -> None:
         """Let queued weighted F-measures finish (their arrays are ours) and the threads go."""
@@ -182,7 +219,7 @@ class SODMetrics:
         records = self._flush()
         return {"version": STATE_VERSION, "index": records.index, "hist": records.hist,
                 "adaptive": records.adaptive, "scalars": records.scalars,
-                "next_index": self._next_index}
+                "extra": dict(records.extra), "next_index": self._next_index}
 
     @classmethod
     def from_states(cls, states: list[dict[str, Any]]) -> SODMetrics:
@@ -194,6 +231,7 @@ class SODMetrics:
             parts.append(part._flush())
             merged._next_index = max(merged._next_index, part._next_index)
         merged._parts = [Records.concatenate(parts)]  # one copy, not one per merge
+        merged.families = resolve(list(merged._parts[0].extra))
         return merged
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -201,7 +239,9 @@ class SODMetrics:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported SODMetrics state version {state.get('version')!r}")
         records = Records(*(np.asarray(state[name]) for name in
-                            ("index", "hist", "adaptive", "scalars")))
+                            ("index", "hist", "adaptive", "scalars")),
+                          extra={k: np.asarray(v) for k, v in state.get("extra", {}).items()})
         self.reset()
+        self.families = resolve(list(records.extra))
         self._parts = [records]
         self._next_index = int(state["next_index"])

@@ -63,15 +63,17 @@ MAX_DECIMALS = 12  # a float holds ~16 significant digits; the scores are in [0,
 
 def parse_metrics(text: str) -> list[str]:
     """The ``--metrics`` names, each a metric sodkit computes (a UserError names the others)."""
+    from ..metrics.families import family_keys
     from ..metrics.results import METRIC_KEYS
 
+    known = METRIC_KEYS + family_keys()  # a family's keys: in the results where it was computed
     metrics = [m.strip() for m in text.split(",") if m.strip()]
     if not metrics:
         raise UserError("--metrics: name at least one metric, e.g. --metrics MAE,Smeasure")
-    unknown = [m for m in metrics if m not in METRIC_KEYS]
+    unknown = [m for m in metrics if m not in known]
     if unknown:
         raise UserError(f"--metrics: unknown {', '.join(unknown)}; choose from "
-                        f"{', '.join(METRIC_KEYS)}")
+                        f"{', '.join(known)}")
     return metrics
 
 

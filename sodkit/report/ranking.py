@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 Comparison = Mapping[str, Mapping[str, Mapping[str, float]]]
 
 # Errors: smaller is better. Every other sodkit metric (S, E, F, wF, IoU, Dice, ...) is a score.
-LOWER_IS_BETTER = frozenset({"MAE", "maxBER", "meanBER", "adpBER"})
+LOWER_IS_BETTER = frozenset({"MAE", "maxBER", "meanBER", "adpBER", "MSE", "HCE", "siMAE"})
 PAPER_METRICS = ("Smeasure", "wFmeasure", "MAE", "meanEm", "maxFm")  # the usual paper columns
 TOP = 3
 

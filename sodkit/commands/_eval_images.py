@@ -1,0 +1,50 @@
+"""``sodkit eval --images``: the RGB images of each dataset, for the metric families that read
+them (CCM). Matched to the GTs by stem, every one checked before anything is measured."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import UserError
+
+if TYPE_CHECKING:
+    from .eval import Job
+
+logger = logging.getLogger(__name__)
+
+
+def assign_images(args: argparse.Namespace, jobs: list[Job], families: tuple[str, ...],
+                  split, listed) -> None:
+    """Give each job the image file of every GT stem (``job.images``) when a selected family
+    reads images; ``--images`` is otherwise ignored, with a warning.
+
+    Args:
+        split: ``eval._split`` (``[NAME=]DIR``); listed: ``eval._listed`` (stems, shortened).
+    """
+    from ..imageio import list_images
+    from ..metrics.families import reads_images
+
+    if not reads_images(families):
+        if args.images:
+            logger.warning("--images is read only by --compute CCM; ignored")
+        return
+    folders: dict[str | None, Path] = {}
+    for spec in args.images:
+        name, folder = split(spec, "images")
+        folders[name] = folder
+    for job in jobs:
+        named = job.name if len(args.gt) > 1 or job.name in folders else None
+        folder = folders.get(named, folders.get(None) if len(jobs) == 1 else None)
+        if folder is None:
+            raise UserError(f"--compute CCM reads the images: give --images "
+                            f"{job.name + '=' if len(jobs) > 1 else '[NAME=]'}DIR for dataset "
+                            f"{job.name}")
+        found = list_images(folder)
+        missing = [stem for stem in job.gts if stem not in found]
+        if missing:
+            raise UserError(f"--images {folder}: no image for {len(missing)} GT stem(s) of "
+                            f"{job.name}: {listed(missing)}")
+        job.images = {stem: found[stem] for stem in job.gts}
