@@ -58,8 +58,8 @@ def test_unmatched_files_are_reported_with_counts_and_names(tmp_path: Path, capl
         pairs = find_pairs(dataset(tmp_path))
     assert [p.stem for p in pairs] == ["a", "b"]
     text = caplog.text
-    assert "3 image(s) without a mask" in text and "lonely1, lonely2, lonely3" in text
-    assert "1 mask(s) without an image" in text and "orphan" in text
+    assert "3 images without a mask" in text and "lonely1, lonely2, lonely3" in text
+    assert "1 mask without an image" in text and "orphan" in text
 
 
 def test_missing_folders_name_the_path(tmp_path: Path) -> None:

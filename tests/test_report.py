@@ -33,7 +33,8 @@ def test_write_results_json_md_csv(tmp_path: Path):
     assert lines[0] == "| dataset | MAE | Smeasure | maxFm |"
     assert lines[2] == "| ECSSD | 0.0400 |  | 0.9000 |"
     assert lines[3] == "| DUTS-TE | 0.0500 | nan |  |"
-    assert lines[5] == "The standard metrics; all 4 are in results.csv and results.json."
+    assert lines[5] == ("The standard metrics (and those of --compute); all 4 are in results.csv "
+                        "and results.json.")
     with open(tmp_path / "run" / "results.csv", newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == ["dataset", "MAE", "Smeasure", "maxFm", "zeta"]

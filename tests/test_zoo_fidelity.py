@@ -61,8 +61,9 @@ def _forward_with_shapes(net: nn.Module, modules: dict[str, nn.Module], size: in
 
 @pytest.fixture(scope="module")
 def minet() -> nn.Module:
-    return build_network(ModelCfg(name="minet", backbone="resnet50", decoder_channels=64),
-                         aux_outputs=False)
+    # out_indices as configs/duts_minet_r50.yaml: all five levels (MINet_Res50 uses stride 2)
+    return build_network(ModelCfg(name="minet", backbone="resnet50", decoder_channels=64,
+                                  out_indices=None), aux_outputs=False)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from ..text import plural
 
 if TYPE_CHECKING:
     from .eval import Job
@@ -45,6 +46,6 @@ def assign_images(args: argparse.Namespace, jobs: list[Job], families: tuple[str
         found = list_images(folder)
         missing = [stem for stem in job.gts if stem not in found]
         if missing:
-            raise UserError(f"--images {folder}: no image for {len(missing)} GT stem(s) of "
-                            f"{job.name}: {listed(missing)}")
+            raise UserError(f"--images {folder}: no image for {plural(len(missing), 'GT stem')} "
+                            f"of {job.name}: {listed(missing)}")
         job.images = {stem: found[stem] for stem in job.gts}

@@ -121,9 +121,9 @@ def find_pairs(cfg: DatasetCfg) -> list[Pair]:
                         "(set the dataset's root, or data_root for relative roots)")
     images = _listed(root / cfg.image_dir, label, "image_dir")
     masks = _listed(root / cfg.mask_dir, label, "mask_dir")
-    _warn_unmatched(label, "image(s) without a mask", sorted(images.keys() - masks.keys()),
+    _warn_unmatched(label, "image", "without a mask", sorted(images.keys() - masks.keys()),
                     root / cfg.mask_dir)
-    _warn_unmatched(label, "mask(s) without an image", sorted(masks.keys() - images.keys()),
+    _warn_unmatched(label, "mask", "without an image", sorted(masks.keys() - images.keys()),
                     root / cfg.image_dir)
     stems = sorted(images.keys() & masks.keys())
     if cfg.list_file:
@@ -143,10 +143,10 @@ def _listed(folder: Path, label: str, key: str) -> dict[str, Path]:
     return list_images(folder)
 
 
-def _warn_unmatched(label: str, what: str, stems: list[str], other: Path) -> None:
+def _warn_unmatched(label: str, noun: str, what: str, stems: list[str], other: Path) -> None:
     if stems:
-        logger.warning("dataset %r: %d %s in %s, skipped (first: %s)", label, len(stems), what,
-                       other, ", ".join(stems[:_SHOW]))
+        logger.warning("dataset %r: %s %s in %s, skipped (first: %s)", label,
+                       plural(len(stems), noun), what, other, ", ".join(stems[:_SHOW]))
 
 
 def read_list_file(path: Path) -> list[str]:

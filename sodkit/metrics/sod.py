@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
+from ..text import plural
 from .families import measure_families, reads_images, resolve
 from .parallel import WeightedFQueue, pairs_of
 from .prepare import as_index_list, as_uint8_batch, is_tensor
@@ -198,9 +199,9 @@ class SODMetrics:
         records = self._flush()
         nan = np.isnan(records.scalars[:, 1])
         if nan.any():
-            logger.warning("S-measure is NaN for %d image(s) (indices %s): their GT centroid lies "
-                           "on the last row or column; PySODMetrics gives NaN too",
-                           int(nan.sum()), records.index[nan][:10].tolist())
+            logger.warning("S-measure is NaN for %s (indices %s): their GT centroid lies on the "
+                           "last row or column; PySODMetrics gives NaN too",
+                           plural(int(nan.sum()), "image"), records.index[nan][:10].tolist())
         result, scores = summarize_with_per_image(records)
         self._per_image = (records, scores)  # small: a few floats per image
         return result

@@ -72,14 +72,18 @@ def markdown_table(
 
 def reading_table(results: Mapping[str, Mapping[str, float]], row_label: str,
                   all_columns: int) -> str:
-    """``results.md``: the standard metrics papers report (MAE, S, wF, F and E), not the 30-odd
-    columns of the JSON and CSV files (#28), with a line that says where the rest are."""
-    paper = [c for c in metric_columns(results) if c in STANDARD_ORDER]
+    """``results.md``: the standard metrics papers report (MAE, S, wF, F and E) and the optional
+    families the user asked for (``--compute``: HCE, BIoU, ...), not the 30-odd columns of the
+    JSON and CSV files (#28), with a line that says where the rest are."""
+    from ..metrics.families import family_keys
+
+    chosen = set(STANDARD_ORDER) | set(family_keys())
+    paper = [c for c in metric_columns(results) if c in chosen]
     table = markdown_table(results, row_label, paper or None)
     if not paper or len(paper) == all_columns:
         return table
-    return (f"{table}\nThe standard metrics; all {all_columns} are in results.csv and "
-            f"results.json.\n")
+    return (f"{table}\nThe standard metrics (and those of --compute); all {all_columns} are in "
+            f"results.csv and results.json.\n")
 
 
 def _folder(out_dir: str | Path, outputs: OutputFolder | None) -> OutputFolder:
