@@ -93,6 +93,40 @@ def _no_stop_deadline_left_armed():
                     "armed: it would end pytest runtime.stop_grace_s later")
 
 
+@pytest.fixture
+def run_cli(capfd, monkeypatch):
+    """``sodkit ARGS`` in folder ``cwd``, in the test process: its exit code, and what it wrote
+    on stdout and stderr (its log in the command's format, and what loader workers it forks
+    write). In this process rather than a fresh ``python -m sodkit``, whose start (importing
+    torch and sodkit) costs 2-3 s of CPU a call; what needs a real process (a signal from
+    outside, a resource limit, torchrun) keeps one."""
+    import logging
+    import subprocess
+    import sys
+
+    from sodkit.cli import main
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        root, handler = logging.getLogger(), logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))  # as sodkit.cli.main sets it
+        level = root.level
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        try:
+            code = main(list(args))
+        except SystemExit as usage:  # argparse's own refusals
+            code = usage.code
+        finally:
+            root.removeHandler(handler)
+            root.setLevel(level)
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    return run
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules with the most slow or multi-process tests first, each module's tests in their
     order: ``make test`` hands whole modules to its workers in this order (pytest-xdist

@@ -7,10 +7,7 @@ but valid files (CMYK JPEG, 16-bit PNG, RGBA, palette, WebP, GIF, EXIF-rotated p
 
 from __future__ import annotations
 
-import logging
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -18,7 +15,6 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from sodkit.cli import main
 from sodkit.data.checks import check_pairs
 from sodkit.data.datasets import Pair
 from sodkit.errors import DataError, UserError
@@ -27,32 +23,6 @@ from tests.sod_fixtures import draw_pair, tiny_overrides, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "configs" / "demo.yaml")
-
-
-@pytest.fixture
-def run_cli(capfd, monkeypatch):
-    """``sodkit ARGS`` in folder ``cwd``, in the test process: its exit code, and what it wrote
-    on stdout and stderr (its log in the command's format, and what loader workers it forks
-    write). In this process rather than a fresh ``python -m sodkit``, whose start (importing
-    torch and sodkit) cost 2-3 s a call, 14 calls in this module."""
-
-    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-        monkeypatch.chdir(cwd)
-        capfd.readouterr()
-        root, handler = logging.getLogger(), logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))  # as sodkit.cli.main sets it
-        level = root.level
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-        try:
-            code = main(list(args))
-        finally:
-            root.removeHandler(handler)
-            root.setLevel(level)
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out, err)
-
-    return run
 
 
 def truncate(path: Path) -> None:

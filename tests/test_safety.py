@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import builtins
 import json
-import os
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,18 +20,10 @@ from sodkit.cli import main
 from sodkit.errors import UserError
 from sodkit.paths import MARKER, check_name, inside, name_problem
 from sodkit.torchfile import load_checkpoint, numpy_state, plain_numpy_state
-from tests import processes
 from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "configs" / "demo.yaml"
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    # this checkout's sodkit, whatever the cwd (an installed sodkit would be found otherwise)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return processes.run([sys.executable, "-m", "sodkit", *args], cwd=cwd, env=env)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -54,7 +43,7 @@ def user_folder(tmp_path: Path) -> Path:
 
 # ---------------------------------------------------------------- names are names
 @pytest.mark.parametrize("name", ["..", ".", "/tmp/x", "a/b", "a\\b", "C:evil", ""])
-def test_a_bad_run_name_with_overwrite_deletes_nothing(user_folder, name):
+def test_a_bad_run_name_with_overwrite_deletes_nothing(user_folder, name, run_cli):
     before = snapshot(user_folder)
     proc = run_cli("train", "demo.yaml", f"name={name}", "--overwrite", cwd=user_folder)
     assert proc.returncode == 2, proc.stderr
@@ -64,7 +53,7 @@ def test_a_bad_run_name_with_overwrite_deletes_nothing(user_folder, name):
     assert not Path("/tmp/x/.sodkit-run").exists()
 
 
-def test_a_dataset_named_up_the_tree_is_refused(user_folder):
+def test_a_dataset_named_up_the_tree_is_refused(user_folder, run_cli):
     before = snapshot(user_folder)
     proc = run_cli("test", "demo.yaml",
                    "data.test=[{name: ../up, root: data, image_dir: i, mask_dir: m}]",
@@ -84,7 +73,7 @@ def test_a_dataset_name_derived_from_its_root_is_checked(tmp_path):
         resolve_dataset(cfg, str(tmp_path), where="data.test.3")
 
 
-def test_eval_refuses_a_method_name_that_is_a_path(tmp_path):
+def test_eval_refuses_a_method_name_that_is_a_path(tmp_path, run_cli):
     gt = tmp_path / "gt"
     gt.mkdir()
     proc = run_cli("eval", "--gt", str(gt), "--pred", f"../x={gt}", "--out", "res", cwd=tmp_path)
@@ -143,7 +132,7 @@ def test_training_into_a_user_folder_is_refused(data_root, tmp_path):
 
 
 # ---------------------------------------------------------------- inputs are never outputs
-def test_predict_into_its_own_input_folder_is_refused(trained, tmp_path):
+def test_predict_into_its_own_input_folder_is_refused(trained, tmp_path, run_cli):
     from PIL import Image
 
     pin = tmp_path / "pin"
@@ -208,7 +197,7 @@ class _WritesAFile:
         return builtins.open, (self.path, "w")
 
 
-def test_a_checkpoint_that_runs_code_is_refused_everywhere(trained, data_root, tmp_path):
+def test_a_checkpoint_that_runs_code_is_refused_everywhere(trained, data_root, tmp_path, run_cli):
     pwned = tmp_path / "pwned"
     evil = tmp_path / "evil.pt"
     state = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)
@@ -247,7 +236,7 @@ def test_every_checkpoint_sodkit_writes_loads_weights_only(trained):
             assert isinstance(state["rng"][0]["numpy"], dict)
 
 
-def test_a_legacy_checkpoint_is_refused_then_converted_once(trained, data_root, tmp_path):
+def test_a_legacy_checkpoint_is_refused_then_converted_once(trained, data_root, tmp_path, run_cli):
     legacy = tmp_path / "old.pt"
     state = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)
     for key in ("format", "world_size", "ranks"):
@@ -273,7 +262,7 @@ def test_a_legacy_checkpoint_is_refused_then_converted_once(trained, data_root, 
     assert main(args) == 0
 
 
-def test_convert_refuses_a_file_that_runs_code(tmp_path):
+def test_convert_refuses_a_file_that_runs_code(tmp_path, run_cli):
     evil = tmp_path / "evil.pt"
     torch.save({"model": {}, "x": _WritesAFile(tmp_path / "pwned")}, evil)
     proc = run_cli("convert-checkpoint", str(evil), cwd=tmp_path)
@@ -314,7 +303,7 @@ def test_a_checkpoint_path_that_is_no_checkpoint_gets_one_line(trained, tmp_path
 
 
 # ---------------------------------------------------------------- YAML is data
-def test_yaml_tags_that_would_run_code_are_config_errors(tmp_path):
+def test_yaml_tags_that_would_run_code_are_config_errors(tmp_path, run_cli):
     recipe = tmp_path / "evil.yaml"
     recipe.write_text(f'name: !!python/object/apply:builtins.open ["{tmp_path / "pwned"}", "w"]\n')
     proc = run_cli("train", str(recipe), cwd=tmp_path)
@@ -325,7 +314,7 @@ def test_yaml_tags_that_would_run_code_are_config_errors(tmp_path):
     assert override.returncode == 2 and "Traceback" not in override.stderr
 
 
-def test_eval_never_writes_into_its_inputs_or_a_user_folder(tmp_path):
+def test_eval_never_writes_into_its_inputs_or_a_user_folder(tmp_path, run_cli):
     import cv2
 
     gt, preds = tmp_path / "gt", tmp_path / "preds" / "ours"
