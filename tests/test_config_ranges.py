@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +12,10 @@ import pytest
 
 from sodkit.config import Config, ConfigError, load_config
 from sodkit.config.ranges import RANGE, Range, numeric_keys
-from tests import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "configs" / "demo.yaml")
 KEYS = numeric_keys(Config)
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's sodkit, from any folder
 
 
 def _is_list(key: str) -> bool:
@@ -184,15 +180,16 @@ def _tree(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_bad_values_end_the_command_in_one_line_before_any_work(tmp_path: Path) -> None:
+def test_bad_values_end_the_command_in_one_line_before_any_work(tmp_path: Path,
+                                                                run_cli) -> None:
     """The issue's examples through ``sodkit train``: exit 2, one line naming the key, and not a
     file written (no run folder, nothing else)."""
     (tmp_path / "keep.txt").write_text("mine")
     before = _tree(tmp_path)
     for override, key in (("optim.lr=nan", "optim.lr"), ("data.size=1", "data.size"),
                           ("optim.betas=[2, 0.999]", "optim.betas.0")):
-        proc = processes.run([sys.executable, "-m", "sodkit", "train", DEMO, override,
-                              f"output_root={tmp_path / 'runs'}"], cwd=tmp_path, env=ENV)
+        proc = run_cli("train", DEMO, override, f"output_root={tmp_path / 'runs'}",
+                       cwd=tmp_path)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].startswith(f"sodkit train: error: {key}: must be"), lines[0]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -20,16 +18,10 @@ import pytest
 from sodkit.cli import main
 from sodkit.report.figures import thumbnail_uri
 from sodkit.report.tables import PER_IMAGE_COLUMNS
-from tests import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = {"MAE": 0.1, "Smeasure": 0.8, "wFmeasure": 0.7, "maxFm": 0.9, "adpFm": 0.85,
           "maxEm": 0.9, "meanEm": 0.8, "adpEm": 0.85}
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    """``python -m sodkit ...`` of this checkout (every path given is absolute)."""
-    return processes.run([sys.executable, "-m", "sodkit", *args], cwd=ROOT)
 
 
 def picture(path: Path, value: int) -> Path:
@@ -69,7 +61,7 @@ def eval_folder(folder: Path, results: dict) -> Path:
 
 
 # ------------------------------------------------------------- nothing foreign is read
-def test_a_report_embeds_no_file_from_outside_its_folders(tmp_path):
+def test_a_report_embeds_no_file_from_outside_its_folders(tmp_path, run_cli):
     """A received run names the user's private photo (absolute, ``../`` and through symbolic
     links); the page embeds none of it, says what it skipped, and still shows the run's own
     predictions."""
@@ -88,7 +80,7 @@ def test_a_report_embeds_no_file_from_outside_its_folders(tmp_path):
          "prediction": "predictions/DUTS-TE/b.png"},
     ])
     out = tmp_path / "page.html"
-    proc = run_cli("report", str(run), "--out", str(out))
+    proc = run_cli("report", str(run), "--out", str(out), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     page = out.read_text()
     assert thumbnail_uri(secret) not in page
@@ -140,14 +132,14 @@ def test_eval_records_its_input_folders_and_the_report_shows_them(tmp_path):
 
 
 # ------------------------------------------------------------- names that collide
-def test_methods_of_the_same_name_in_two_folders_are_both_shown(tmp_path):
+def test_methods_of_the_same_name_in_two_folders_are_both_shown(tmp_path, run_cli):
     run = run_folder(tmp_path / "runs" / "ours", "ours",
                      {"DUTS-TE": {"MAE": 0.111, "Smeasure": 0.8}})
     ev = eval_folder(tmp_path / "published", {"ours": {"MAE": 0.222, "Smeasure": 0.7},
                                               "other": {"MAE": 0.3, "Smeasure": 0.6}})
     out, table = tmp_path / "page.html", tmp_path / "t.tex"
     proc = run_cli("report", str(run), str(ev), "--out", str(out), "--latex", str(table),
-                   "--metrics", "MAE,Smeasure")
+                   "--metrics", "MAE,Smeasure", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     err = proc.stderr
     page = out.read_text()
@@ -187,10 +179,10 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize(("name", "text"), MALFORMED)
-def test_a_malformed_file_of_a_run_is_one_line_naming_it(tmp_path, name, text):
+def test_a_malformed_file_of_a_run_is_one_line_naming_it(tmp_path, name, text, run_cli):
     run = run_folder(tmp_path / "run", "r")
     (run / name).write_text(text)
-    proc = run_cli("report", str(run), "--out", str(tmp_path / "p.html"))
+    proc = run_cli("report", str(run), "--out", str(tmp_path / "p.html"), cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -201,27 +193,27 @@ def test_a_malformed_file_of_a_run_is_one_line_naming_it(tmp_path, name, text):
 @pytest.mark.parametrize("text", ['{"kind": "eval", "datasets": ["x"]}', "[]",
                                   '{"kind": "eval", "datasets": {"D": "../../elsewhere"}}',
                                   '{"kind": "eval", "datasets": {"D": "."}, "inputs": 7}'])
-def test_a_malformed_evaluation_json_is_one_line_naming_it(tmp_path, text):
+def test_a_malformed_evaluation_json_is_one_line_naming_it(tmp_path, text, run_cli):
     ev = eval_folder(tmp_path / "ev", {"m": {"MAE": 0.1}})
     (ev / "evaluation.json").write_text(text)
-    proc = run_cli("report", str(ev), "--out", str(tmp_path / "p.html"))
+    proc = run_cli("report", str(ev), "--out", str(tmp_path / "p.html"), cwd=ROOT)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert str(ev / "evaluation.json") in lines[0] or str(ev) in lines[0]
 
 
-def test_a_csv_field_over_the_field_limit_is_one_line(tmp_path):
+def test_a_csv_field_over_the_field_limit_is_one_line(tmp_path, run_cli):
     """csv's default field limit is 128 KB; a longer field is a damaged or hostile file."""
     run = run_folder(tmp_path / "run", "r")
     per_image_csv(run, [{"dataset": "DUTS-TE", "stem": "x" * 200_000, "image": "", "gt": "",
                          "prediction": ""}])
-    proc = run_cli("report", str(run), "--out", str(tmp_path / "p.html"))
+    proc = run_cli("report", str(run), "--out", str(tmp_path / "p.html"), cwd=ROOT)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert str(run / "results_per_image.csv") in lines[0] and "line 2" in lines[0]
 
 
-def test_a_damaged_tensorboard_file_is_skipped_with_a_warning(tmp_path):
+def test_a_damaged_tensorboard_file_is_skipped_with_a_warning(tmp_path, run_cli):
     run = run_folder(tmp_path / "run", "r")
     (run / "tb").mkdir()
     events = run / "tb" / "events.out.tfevents.1.host.1.0"
@@ -229,7 +221,7 @@ def test_a_damaged_tensorboard_file_is_skipped_with_a_warning(tmp_path):
     (run / "train.log").write_text("x step 2/8 loss 0.91 (bce 0.52 iou 0.39) lr 2.00e-03\n"
                                    "x step 4/8 loss 0.81 (bce 0.42 iou 0.39) lr 2.00e-03\n")
     out = tmp_path / "p.html"
-    proc = run_cli("report", str(run), "--out", str(out))
+    proc = run_cli("report", str(run), "--out", str(out), cwd=ROOT)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if str(run / "tb") in line]
     assert len(warnings) == 1 and "train.log" in warnings[0], proc.stderr
