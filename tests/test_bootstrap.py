@@ -186,3 +186,24 @@ def test_an_unknown_baseline_is_refused_before_any_work(tmp_path, capsys):
     assert code == 2
     assert "--baseline nope: no method of that name; the methods are m" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_report_leaves_out_intervals_older_than_the_results(tmp_path, caplog):
+    """An evaluation without --ci into the same folder leaves the older ci.json: the report says
+    so and does not show intervals of other numbers."""
+    rng = np.random.default_rng(1)
+    for i in range(6):
+        pred, gt = realistic_pair(rng, 30, 30)
+        write_png(tmp_path / "gt" / f"im{i}.png", gt)
+        write_png(tmp_path / "m" / f"im{i}.png", pred)
+    args = ["eval", "--gt", str(tmp_path / "gt"), "--pred", str(tmp_path / "m"), "--out",
+            str(tmp_path / "out")]
+    assert main([*args, "--ci", "--ci-resamples", "100"]) == 0
+    write_png(tmp_path / "m" / "im0.png", np.zeros((30, 30), np.uint8))  # other predictions
+    assert main(args) == 0
+    assert (tmp_path / "out" / "ci.json").exists()
+    from sodkit.report.sources import load_source
+
+    with caplog.at_level("WARNING"):
+        source = load_source(tmp_path / "out")
+    assert source.ci == {} and "differ from results.json beside it" in caplog.text

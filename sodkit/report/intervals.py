@@ -29,6 +29,20 @@ def read_ci(path: Path) -> dict[str, Any]:
     return document
 
 
+def stale(ci: Mapping[str, Any], results: Mapping[str, Mapping[str, float]]) -> bool:
+    """Whether a ``ci.json`` belongs to other numbers than the ``results.json`` beside it (an
+    evaluation without ``--ci`` into the same folder leaves the older intervals there)."""
+    for method, keys in ci["intervals"].items():
+        for key, entry in keys.items() if isinstance(keys, Mapping) else ():
+            value = entry.get("value") if isinstance(entry, Mapping) else None
+            ours = results.get(method, {}).get(key)
+            if ours is None or (value is None) != math.isnan(ours):
+                return True
+            if value is not None and abs(value - ours) > 1e-12:
+                return True
+    return False
+
+
 def _cell(entry: Mapping[str, Any] | None, sign: bool = False, low: str = "low",
           value: str = "value") -> str:
     if not isinstance(entry, Mapping):

@@ -117,9 +117,15 @@ def _load_eval(source: Source, manifest: dict[str, Any], path: Path) -> None:
         source.per_image += read_per_image_csv(table) if table else []
         ci = reach.own(*parts, "ci.json")
         if ci is not None:
-            from .intervals import read_ci
+            from .intervals import read_ci, stale
 
-            source.ci[dataset] = read_ci(ci)
+            document = read_ci(ci)
+            if stale(document, metrics_table(results)):
+                logger.warning("%s: its values differ from results.json beside it (an "
+                               "evaluation without --ci replaced the results since?): its "
+                               "intervals are not shown", ci)
+            else:
+                source.ci[dataset] = document
 
 
 def load_source(folder: str | Path) -> Source:
