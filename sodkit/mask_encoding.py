@@ -7,7 +7,7 @@ empty mask (F-measure 0, no error):
 
 - a 0/1 label map (8- or 16-bit grey whose largest value is 1): read as 0/255;
 - a 16-bit mask holding 0..255 (its largest value <= 255, where a real 16-bit mask spans up
-  to 65535): its values are read as 8-bit values, not divided by 257;
+  to 65535): its values are read as 8-bit values, not reduced to their high byte;
 - a single colour on black (a red object: grey would make it 76): read by its brightest
   channel, scaled so that the colour itself is 255;
 - a palette label map (VOC: class colours, 255 the "void" border): every non-black colour is
