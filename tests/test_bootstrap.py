@@ -207,3 +207,15 @@ def test_report_leaves_out_intervals_older_than_the_results(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         source = load_source(tmp_path / "out")
     assert source.ci == {} and "differ from results.json beside it" in caplog.text
+
+
+def test_latex_ci_without_a_baseline_is_refused_before_any_work(tmp_path, capsys):
+    write_png(tmp_path / "gt" / "a.png", np.zeros((4, 4), np.uint8))
+    write_png(tmp_path / "m" / "a.png", np.zeros((4, 4), np.uint8))
+    code = main(["eval", "--gt", str(tmp_path / "gt"), "--pred", str(tmp_path / "m"),
+                 "--out", str(tmp_path / "out"), "--ci", "--latex", str(tmp_path / "t.tex"),
+                 "--latex-ci"])
+    assert code == 2
+    assert "--latex-ci marks the LaTeX table's values that do not differ significantly from a " \
+           "baseline: add --latex FILE.tex and --baseline NAME" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "t.tex").exists()
