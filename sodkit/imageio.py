@@ -185,13 +185,18 @@ def _read_raw(path: str | Path) -> np.ndarray:
     OpenCV's ``IMREAD_UNCHANGED`` ignores the EXIF orientation, so it is read from the header
     (Pillow, header only) and applied here: a mask drawn on the displayed photo then aligns.
     """
+    return _decoded(path)[0]
+
+
+def _decoded(path: str | Path) -> tuple[np.ndarray, bytes, int]:
+    """:func:`_read_raw`'s pixels, the file's bytes and the EXIF orientation applied."""
     encoded = read_file(path)  # read once (non-ASCII paths work, unlike cv2.imread)
     size = _png_size(encoded) if encoded.startswith(_PNG_SIGNATURE) else None
     if size is not None:
         check_pixels(path, *size)
         array = decode_grey(encoded, path)  # the usual mask, several times faster than OpenCV
         if array is not None:
-            return array  # its chunks hold no orientation
+            return array, encoded, 1  # its chunks hold no orientation
         if b"?" in _png_chunks(encoded):  # ends before IEND: libpng would print its own line
             raise DataError(f"cannot decode image file {path}: truncated (the PNG ends before "
                             f"its last chunk); replace or remove it")
@@ -200,7 +205,12 @@ def _read_raw(path: str | Path) -> np.ndarray:
     array = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
     if array is None:
         raise _undecodable(path, data)
-    for op in _ORIENT.get(1 if header is None else header[2], []):
+    orientation = 1 if header is None else header[2]
+    return _oriented(array, orientation), encoded, orientation
+
+
+def _oriented(array: np.ndarray, orientation: int) -> np.ndarray:
+    for op in _ORIENT.get(orientation, []):
         array = op(array)
     return array
 
@@ -209,8 +219,9 @@ def _to_uint8(array: np.ndarray) -> np.ndarray:
     if array.dtype == np.uint8:
         return array
     if array.dtype == np.uint16:
-        # 0..65535 -> 0..255 with rounding, the inverse of the usual x * 257 widening
-        return ((array.astype(np.uint32) + 128) // 257).astype(np.uint8)
+        # the high byte, as OpenCV's imread (libpng's strip_16) keeps it: cv2.imread(p, 0) and
+        # cv2.imread(p) of a 16-bit PNG read so (sodkit/grey.py)
+        return (array >> 8).astype(np.uint8)
     if np.issubdtype(array.dtype, np.floating):  # float TIFFs: assume [0, 1]
         return np.clip(np.rint(array * 255.0), 0, 255).astype(np.uint8)
     return np.clip(array, 0, 255).astype(np.uint8)
@@ -239,14 +250,29 @@ def read_image_at(path: str | Path, shape: tuple[int, ...]) -> np.ndarray:
 def read_mask(path: str | Path) -> np.ndarray:
     """Any mask file -> uint8 grey (H, W), object bright, soft values kept (binarise ``> 128``).
 
-    Grey is read as stored; colour masks whose channels agree become grey with OpenCV's BGR2GRAY
-    weights, as ``cv2.imread(p, 0)`` in PySODMetrics' toolkit does; an alpha channel is ignored.
-    Other encodings (0/1 label maps, 16-bit masks holding 0..255, a colour on black, palette
-    label maps) are converted, or refused, by :func:`sodkit.mask_encoding.decode_mask`, the one
-    place that decides for every reader (training, evaluation, ``sodkit eval``, check-data).
+    Grey, colour masks whose channels agree and 16-bit masks read exactly as
+    ``cv2.imread(p, cv2.IMREAD_GRAYSCALE)`` reads them (PySODEvalToolkit's and PySODMetrics'
+    reader; :mod:`sodkit.grey`); an alpha channel is ignored. Other encodings (0/1 label maps,
+    16-bit masks holding 0..255, a colour on black, palette label maps) are converted, or
+    refused, by :func:`sodkit.mask_encoding.decode_mask`, the one place that decides for every
+    reader (training, evaluation, ``sodkit eval``, check-data).
     """
-    raw = _read_raw(path)
-    return decode_mask(raw, raw.ndim == 3 and _stores_palette(path), path)
+    raw, encoded, orientation = _decoded(path)
+    return decode_mask(raw, raw.ndim == 3 and _stores_palette(path), path,
+                       grey=lambda: _opencv_grey(raw, encoded, orientation))
+
+
+def _opencv_grey(raw: np.ndarray, encoded: bytes, orientation: int) -> np.ndarray:
+    """What ``cv2.imread(p, IMREAD_GRAYSCALE)`` returns for a colour file whose decoded pixels
+    are ``raw`` (upright): libpng's arithmetic for a plain PNG, else OpenCV's grey decode."""
+    from .grey import COLOUR_CHUNKS, decoded_grey, png_grey
+
+    if encoded.startswith(_PNG_SIGNATURE) and _png_chunks(encoded).isdisjoint(COLOUR_CHUNKS):
+        return png_grey(raw)
+    grey = decoded_grey(encoded)
+    if grey is None:  # decoded in colour, not as grey: OpenCV's conversion of the colours
+        return cv2.cvtColor(_to_uint8(raw)[:, :, :3], cv2.COLOR_BGR2GRAY)
+    return _oriented(grey, orientation)
 
 
 def _stores_palette(path: str | Path) -> bool:

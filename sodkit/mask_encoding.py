@@ -7,7 +7,7 @@ empty mask (F-measure 0, no error):
 
 - a 0/1 label map (8- or 16-bit grey whose largest value is 1): read as 0/255;
 - a 16-bit mask holding 0..255 (its largest value <= 255, where a real 16-bit mask spans up
-  to 65535): its values are read as 8-bit values, not divided by 257;
+  to 65535): its values are read as 8-bit values, not reduced to their high byte;
 - a single colour on black (a red object: grey would make it 76): read by its brightest
   channel, scaled so that the colour itself is 255;
 - a palette label map (VOC: class colours, 255 the "void" border): every non-black colour is
@@ -15,8 +15,9 @@ empty mask (F-measure 0, no error):
 - a colour image of several colours that is no palette (a heat map, class colours saved as RGB)
   has no reading that is surely right: it is refused, naming the cause.
 
-Grey masks, and colour files whose channels agree (grey saved as RGB, a JPEG's chroma noise),
-are read as before (OpenCV's BGR2GRAY weights, as PySODMetrics' ``cv2.imread(p, 0)``). The
+Grey masks, 16-bit masks, and colour files whose channels agree (grey saved as RGB, a tinted
+map, a JPEG's chroma noise) read exactly as ``cv2.imread(p, cv2.IMREAD_GRAYSCALE)`` reads them
+(PySODEvalToolkit's and PySODMetrics' reader; the arithmetic is in ``sodkit/grey.py``). The
 checks cost one ``max`` of an 8-bit grey mask (the fast path of ``sodkit eval``); colour files
 pay a few more array passes.
 
@@ -29,9 +30,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from .errors import DataError
@@ -57,23 +58,27 @@ _notes: Counter[tuple[str, str]] = Counter()  # (folder, kind) -> files converte
 _lock = threading.Lock()
 
 
-def decode_mask(raw: np.ndarray, palette: bool, path: str | Path) -> np.ndarray:
+def decode_mask(raw: np.ndarray, palette: bool, path: str | Path,
+                grey: Callable[[], np.ndarray] | None = None) -> np.ndarray:
     """Decoded pixels (any depth, 1-4 channels, BGR order) -> uint8 grey (H, W), object bright.
 
-    ``palette``: the file stores palette indices (PNG colour type 3, GIF). A conversion is
+    ``palette``: the file stores palette indices (PNG colour type 3, GIF). ``grey``: what
+    ``cv2.imread(p, IMREAD_GRAYSCALE)`` gives for the file, asked only of a colour file whose
+    channels agree (default: libpng's arithmetic on ``raw``, as for a PNG). A conversion is
     counted under the file's folder; an encoding with no sure reading is a ``DataError``.
     """
+    from .grey import png_grey
     from .imageio import _to_uint8  # imported late: imageio's read_mask calls this module
 
     kinds = []
     if raw.dtype == np.uint16 and 0 < raw.max() <= 255:
-        raw = raw.astype(np.uint8)
+        raw, grey = raw.astype(np.uint8), None  # its 8-bit values, not the file's high bytes
         kinds.append(WIDE)
     array = _to_uint8(raw)
     if array.ndim == 3:
         array = array[:, :, 0] if array.shape[2] == 1 else array[:, :, :3]
     if array.ndim == 3:
-        array, kind = _colour(array, palette, path)
+        array, kind = _colour(array, palette, path, grey or (lambda: png_grey(raw)))
         kinds += [kind] if kind else []
     if kinds in ([], [WIDE]) and array.max() == 1:  # an empty mask (max 0) stays empty
         array = array * np.uint8(255)
@@ -83,11 +88,12 @@ def decode_mask(raw: np.ndarray, palette: bool, path: str | Path) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def _colour(bgr: np.ndarray, palette: bool, path: str | Path) -> tuple[np.ndarray, str]:
+def _colour(bgr: np.ndarray, palette: bool, path: str | Path,
+            grey: Callable[[], np.ndarray]) -> tuple[np.ndarray, str]:
     """A colour mask's grey reading and its kind ("" for grey stored as colour)."""
     bright = bgr.max(axis=2)
     if int((bright - bgr.min(axis=2)).max()) < GREY_SPREAD:
-        return cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY), ""
+        return grey(), ""
     colour = bgr.reshape(-1, 3)[int(bright.argmax())].astype(np.float32)
     peak = float(colour.max())
     expected = bright[:, :, None].astype(np.float32) * (colour / peak)

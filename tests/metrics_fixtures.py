@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Iterable
 
@@ -10,6 +11,32 @@ import py_sod_metrics as psm
 
 from sodkit.metrics import CURVE_KEYS, METRIC_KEYS
 
+
+@functools.cache
+def sklearn_kappa(tp: int, fp: int, tn: int, fn: int) -> float:
+    """``sklearn.metrics.cohen_kappa_score`` of a binary map with these counts against its GT
+    (the four kinds of pixel, weighted by their counts); 0 where scikit-learn finds no chance
+    disagreement (both maps constant: NaN there), FmeasureV2's value for a zero denominator."""
+    from sklearn.metrics import cohen_kappa_score
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the 0 / 0 of a constant pair
+        score = cohen_kappa_score([1, 0, 0, 1], [1, 1, 0, 0], labels=[0, 1],
+                                  sample_weight=[tp, fp, tn, fn])
+    return 0.0 if np.isnan(score) else float(score)
+
+
+class SklearnKappaHandler(psm.KappaHandler):
+    """Cohen's kappa by scikit-learn, in FmeasureV2's handler interface: the oracle for sodkit's
+    Kappa keys. PySODMetrics' own ``KappaHandler`` has ``(tn + fn)(tn + tp)`` in its chance
+    agreement where Cohen's kappa has ``(tn + fn)(tn + fp)`` (README, Metrics), so it is no
+    oracle; every other key still is PySODMetrics'."""
+
+    def __call__(self, tp, fp, tn, fn):
+        return np.vectorize(lambda *c: sklearn_kappa(*map(int, c)), otypes=[np.float64])(
+            tp, fp, tn, fn)
+
+
 BINARY_HANDLERS = {
     "Precision": psm.PrecisionHandler,
     "Recall": psm.RecallHandler,
@@ -17,7 +44,7 @@ BINARY_HANDLERS = {
     "Dice": psm.DICEHandler,
     "IoU": psm.IOUHandler,
     "BER": psm.BERHandler,
-    "Kappa": psm.KappaHandler,
+    "Kappa": SklearnKappaHandler,
     "Accuracy": psm.OverallAccuracyHandler,
 }
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 JOB_FILES = ("results.json", "results.md", "results.csv", "curves.json",
-             "results_per_image.csv", "pr.png", "fm.png")  # in each dataset's folder
+             "results_per_image.csv", "pr.png", "fm.png", "ci.json", "ci.csv")  # per dataset
 TABLES = ("results.json", "results.md", "results.csv")  # the combined table of several
 
 
@@ -98,5 +98,10 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
                                                                        *job.preds.values())
                                                        for p in files.values()])
                               for job in jobs}, folder)
-    write_tables(comparison, args, "eval")
+    marks = None
+    if args.latex_ci:
+        from ..report.intervals import latex_marks
+
+        marks = latex_marks({job.name: job.ci_result for job in jobs})
+    write_tables(comparison, args, "eval", marks)
     logger.info("results written to %s", args.out)

@@ -29,6 +29,7 @@ from ._common import int_in, user_path
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
+    from ._eval_ci import CiOptions
     from ._eval_group import EvalGroup
     from ._eval_methods import Method
     from ._eval_pool import MeasurePool
@@ -43,6 +44,7 @@ SHOWN_STEMS = 10  # stems listed in an error or warning message
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..report.publish import add_table_arguments
+    from ._eval_ci import add_arguments as add_ci_arguments
 
     parser.add_argument(
         "--gt", action="append", required=True, metavar="[NAME=]DIR",
@@ -78,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
                              "among its processes); 1 measures in this process")
+    add_ci_arguments(parser)
     add_table_arguments(parser)
 
 
@@ -91,6 +94,8 @@ class Job:
     preds: dict[str, dict[str, Path]] = field(default_factory=dict)
     families: tuple[str, ...] = ()  # --compute
     images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
+    ci: CiOptions | None = None  # --ci / --baseline
+    ci_result: dict[str, Any] | None = None  # what ci.json holds, once measured
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
@@ -202,6 +207,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     also every input folder (for the checks of what may be written)."""
     from ..imageio import list_images
     from ..paths import check_not_input, inside
+    from ._eval_ci import options
     from ._eval_images import assign_images
 
     families = _families(args)
@@ -212,6 +218,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     if len({name for name, _ in gts}) < len(gts):
         raise UserError("two --gt share a name; give each dataset its own NAME")
     methods = _methods(args)
+    ci = options(args, [method.name for method in methods])
     inputs = input_folders(args, methods)
     out = Path(args.out)
     jobs = []
@@ -220,7 +227,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
         if not files:
             raise DataError(f"no images in GT folder {folder}")
         job = Job(name or _default_name(folder, "gt"), inside(out, name) if name else out, files,
-                  families=families)
+                  families=families, ci=ci)
         for method in methods:
             _pair(job, method, name)
         jobs.append(job)
@@ -343,9 +350,13 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     results = {method: metric.compute() for method, metric in metrics.items()}
     table = {method: scalar_metrics(result) for method, result in results.items()}
     write_job(job, results, table, _per_image_rows(job, metrics), folder)
-    shown = markdown_table(table, "method", STANDARD_KEYS + family_keys(job.families))  # all
-    # metrics are in the files
-    print(f"\n{job.name}\n\n{shown}")
+    columns = STANDARD_KEYS + family_keys(job.families)  # all metrics are in the files
+    print(f"\n{job.name}\n\n{markdown_table(table, 'method', columns)}")
+    if job.ci is not None:
+        from ._eval_ci import write_ci
+
+        job.ci_result, text = write_ci(job.out_dir, metrics, job.ci, folder.folder, columns)
+        print(text)
     return table
 
 

@@ -94,6 +94,21 @@ def emeasure(tp: np.ndarray, fp: np.ndarray, fg: np.ndarray, size: np.ndarray) -
     return total / (size - 1 + EPS)
 
 
+def cohen_kappa(tp: np.ndarray, fp: np.ndarray, tn: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """Cohen's kappa of a binary map against its GT, ``(p_o - p_e) / (1 - p_e)``, with the
+    chance agreement ``p_e = [(tp + fp)(tp + fn) + (tn + fn)(tn + fp)] / n^2``; 0 where
+    ``p_e = 1`` (both maps constant), as FmeasureV2 gives 0 for every zero denominator.
+
+    Equal to ``sklearn.metrics.cohen_kappa_score`` (tested). PySODMetrics' ``KappaHandler``
+    has ``(tn + fn)(tn + tp)`` in ``p_e``, a typo that sent kappa to -16 or -41 with one
+    full-frame GT in a dataset; sodkit does not follow it. Computed in the closed form
+    ``2 (tp tn - fn fp) / [(tp + fp)(fp + tn) + (tp + fn)(fn + tn)]`` on exact int64 counts (no
+    cancellation in ``1 - p_e``; products exact for images of up to 2^31 pixels).
+    """
+    agree = 2 * (tp * tn - fn * fp)
+    return _divide(agree, (tp + fp) * (fp + tn) + (tp + fn) * (fn + tn))
+
+
 def binary_metrics(
     tp: np.ndarray, fp: np.ndarray, fg: np.ndarray, size: np.ndarray
 ) -> dict[str, np.ndarray]:
@@ -101,7 +116,6 @@ def binary_metrics(
     fn = fg - tp
     tn = size - fg - fp
     accuracy = _divide(tp + tn, tp + fp + tn + fn)
-    chance = _divide((tp + fp) * (tp + fn) + (tn + fn) * (tn + tp), (tp + fp + tn + fn) ** 2)
     return {
         "Precision": _divide(tp, tp + fp),
         "Recall": _divide(tp, tp + fn),
@@ -109,6 +123,6 @@ def binary_metrics(
         "Dice": _divide(2 * tp, tp + fn + tp + fp),
         "IoU": _divide(tp, tp + fp + fn),
         "BER": 1 - 0.5 * (_divide(tp, tp + fn) + _divide(tn, tn + fp)),
-        "Kappa": _divide(accuracy - chance, 1 - chance),
+        "Kappa": cohen_kappa(tp, fp, tn, fn),
         "Accuracy": accuracy,
     }

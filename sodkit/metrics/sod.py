@@ -215,6 +215,11 @@ class SODMetrics:
             return {key: value.copy() for key, value in self._per_image[1].items()}
         return per_image(records)
 
+    def records(self) -> Records:
+        """The per-image records of every image so far, in dataset-index order: what
+        :meth:`compute` reads (e.g. for ``sodkit.metrics.bootstrap``)."""
+        return self._flush().sorted()
+
     def state_dict(self) -> dict[str, Any]:
         """Picklable state (numpy arrays and ints), e.g. for ``all_gather_object``."""
         records = self._flush()

@@ -215,7 +215,7 @@ def _single(source: Source) -> str:
             + run_details(source))
 
 
-def _several(sources: Sequence[Source], metrics: Sequence[str]) -> str:
+def _several(sources: Sequence[Source], metrics: Sequence[str], ci: bool = False) -> str:
     results: dict[str, dict[str, dict[str, float]]] = {}
     curves: dict[str, dict[str, Any]] = {}
     for source in sources:
@@ -227,8 +227,13 @@ def _several(sources: Sequence[Source], metrics: Sequence[str]) -> str:
         datasets += [d for d in source.datasets if d not in datasets]
     present = {m for per in results.values() for v in per.values() for m in v}
     shown = [m for m in metrics if m in present]
-    parts = [f"<h2>Comparison</h2>{comparison_table(results, datasets, shown)}",
-             "<h2>PR and F-measure curves</h2>"]
+    parts = [f"<h2>Comparison</h2>{comparison_table(results, datasets, shown)}"]
+    if ci:
+        from .intervals import ci_section
+
+        parts.append("<h2>Confidence intervals</h2>" + "".join(
+            ci_section(s.ci, s.renamed, shown) for s in sources))
+    parts.append("<h2>PR and F-measure curves</h2>")
     parts += [_plot(curves_uri(curves[d], d), f"curves {d}", f"{d}: no curves.json")
               for d in datasets if d in curves]
     for source in sources:
@@ -267,12 +272,13 @@ def notes(sources: Sequence[Source]) -> str:
 
 
 def build_report(sources: Sequence[Source], metrics: Sequence[str] = STANDARD_ORDER,
-                 title: str | None = None) -> str:
+                 title: str | None = None, ci: bool = False) -> str:
     """The whole page as text (``metrics``: the columns of a comparison; one run shows all
-    standard metrics)."""
-    single = len(sources) == 1 and len(sources[0].results) == 1
+    standard metrics; ``ci``: the intervals of the eval outputs' ``ci.json``, shown as a
+    comparison)."""
+    single = len(sources) == 1 and len(sources[0].results) == 1 and not ci
     title = title or ("sodkit report: " + ", ".join(s.label for s in sources))
-    body = _single(sources[0]) if single else _several(sources, metrics)
+    body = _single(sources[0]) if single else _several(sources, metrics, ci)
     body = notes(sources) + body  # after the body: the gallery is where images are refused
     folders = ", ".join(_e(s.folder) for s in sources)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from .ranking import Comparison, column_ranks, lower_is_better
 
@@ -26,6 +27,15 @@ _SPECIAL = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "$": "\\$", "#": 
             "_": "\\_", "{": "\\{", "}": "\\}", "~": "\\textasciitilde{}",
             "^": "\\textasciicircum{}"}
 SIGNATURE = "% written by sodkit"
+
+
+@dataclass
+class Marks:
+    """``--latex-ci``: the (method, dataset, metric) cells not significantly different from the
+    baseline, marked with a dagger and explained under the table."""
+
+    baseline: str
+    cells: set[tuple[str, str, str]] = field(default_factory=set)
 
 
 def escape(text: str) -> str:
@@ -58,6 +68,7 @@ def latex_table(
     style: str = "fonts",
     decimals: int = 3,
     caption: str = "Quantitative comparison.",
+    marks: Marks | None = None,
 ) -> str:
     """A booktabs ``table``: a column group per dataset, a row per method, best three marked.
 
@@ -66,6 +77,7 @@ def latex_table(
         datasets, metrics: the column groups and the columns of each group.
         style: ``fonts`` (bold / underline / italic) or ``colors`` (red / blue / green).
         decimals: digits shown; ranks compare the shown values.
+        marks: cells to mark with a dagger (no significant difference with the baseline).
     """
     if style not in STYLES:
         raise ValueError(f"unknown LaTeX style {style!r}; choose one of {', '.join(STYLES)}")
@@ -85,7 +97,13 @@ def latex_table(
     lines += [f"Method & {headers} \\\\", "\\midrule"]
     for method, per_dataset in comparison.items():
         cells = [_cell(per_dataset.get(d, {}).get(m), ranked.get((method, d, m)), style, decimals)
+                 + ("$^\\dagger$" if marks and (method, d, m) in marks.cells else "")
                  for d in datasets for m in metrics]
         lines.append(" & ".join([escape(method), *cells]) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    if marks is not None:
+        lines.append(f"\\par\\footnotesize $^\\dagger$ not significantly different from "
+                     f"{escape(marks.baseline)} (the 95\\% paired bootstrap interval of the "
+                     f"difference holds 0)")
+    lines.append("\\end{table}")
     return "\n".join(lines) + "\n"

@@ -13,10 +13,14 @@ import argparse
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..commands._common import int_in, user_path
 from ..errors import UserError
 from .ranking import PAPER_METRICS, Comparison, datasets_of
+
+if TYPE_CHECKING:
+    from .latex import Marks
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +33,11 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latex-style", choices=["fonts", "colors"], default="fonts",
                         help="how the best three are marked: bold / underline / italic (fonts, "
                              "default) or red / blue / green (colors, needs xcolor)")
+    parser.add_argument("--latex-ci", action="store_true",
+                        help="in the LaTeX table, mark with a dagger each method's value whose "
+                             "difference with the baseline is not significant (its 95%% paired "
+                             "bootstrap interval holds 0): eval --baseline, or the ci.json of "
+                             "the folders given to report")
     parser.add_argument("--xlsx", metavar="FILE.xlsx", type=user_path,
                         help="the same table as a workbook (needs openpyxl: sodkit[report])")
     parser.add_argument("--metrics", default=",".join(PAPER_METRICS),
@@ -106,16 +115,18 @@ def check_tables(comparison: Comparison, args: argparse.Namespace) -> None:
                         f"{', '.join(sorted(known))}")
 
 
-def write_tables(comparison: Comparison, args: argparse.Namespace, kind: str = "report") -> None:
+def write_tables(comparison: Comparison, args: argparse.Namespace, kind: str = "report",
+                 marks: Marks | None = None) -> None:
     """Write ``--latex`` and ``--xlsx`` (if asked) for ``{method: {dataset: {metric: v}}}``,
-    as outputs of ``sodkit kind``."""
+    as outputs of ``sodkit kind``; ``marks``: the LaTeX table's dagger cells (``--latex-ci``)."""
     check_tables(comparison, args)
     metrics = parse_metrics(args.metrics)
     datasets = datasets_of(comparison)
     if args.latex:
         from .latex import latex_table
 
-        text = latex_table(comparison, datasets, metrics, args.latex_style, args.decimals)
+        text = latex_table(comparison, datasets, metrics, args.latex_style, args.decimals,
+                           marks=marks)
         write_file(Path(args.latex), lambda p: p.write_text(text), args.force, kind, "--latex")
     if args.xlsx:
         from .xlsx import write_xlsx

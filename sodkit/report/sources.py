@@ -45,6 +45,7 @@ class Source:
     reach: Reach | None = None
     renamed: dict[str, str] = field(default_factory=dict)  # method -> name shown
     start: dict[str, dict[str, float]] = field(default_factory=dict)  # eval.at_start's numbers
+    ci: dict[str, dict[str, Any]] = field(default_factory=dict)  # eval --ci: dataset -> ci.json
 
     def __post_init__(self) -> None:
         if self.reach is None:
@@ -114,6 +115,17 @@ def _load_eval(source: Source, manifest: dict[str, Any], path: Path) -> None:
             source.curves[dataset] = curves_table(curves)
         table = reach.own(*parts, "results_per_image.csv")
         source.per_image += read_per_image_csv(table) if table else []
+        ci = reach.own(*parts, "ci.json")
+        if ci is not None:
+            from .intervals import read_ci, stale
+
+            document = read_ci(ci)
+            if stale(document, metrics_table(results)):
+                logger.warning("%s: its values differ from results.json beside it (an "
+                               "evaluation without --ci replaced the results since?): its "
+                               "intervals are not shown", ci)
+            else:
+                source.ci[dataset] = document
 
 
 def load_source(folder: str | Path) -> Source:

@@ -1,0 +1,131 @@
+"""``sodkit eval --ci`` and ``--baseline NAME``: a 95% interval per dataset, method and metric,
+and each method's paired comparison with the baseline (``sodkit.metrics.bootstrap``), written as
+``ci.json`` and ``ci.csv`` beside each dataset's ``results.json`` and printed under its table.
+
+The bootstrap runs on rank 0 after the merge, from the same per-image records as the results, so
+the intervals belong to exactly the numbers printed; the seed fixes the draws.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
+from ._common import int_in
+
+if TYPE_CHECKING:
+    from ..metrics import SODMetrics
+    from ..outputs import OutputFolder
+
+FILES = ("ci.json", "ci.csv")
+CSV_COLUMNS = ("method", "metric", "value", "low", "high", "baseline", "difference",
+               "difference_low", "difference_high", "p", "excludes_zero")
+
+
+@dataclass(frozen=True)
+class CiOptions:
+    """What ``--ci`` asked for."""
+
+    resamples: int
+    seed: int
+    baseline: str | None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ci", action="store_true",
+                        help="95%% confidence intervals per dataset and metric: a seeded "
+                             "bootstrap over images (ci.json, ci.csv, and the printed table)")
+    parser.add_argument("--baseline", metavar="NAME",
+                        help="with --ci (implied): compare each method with this one, a paired "
+                             "bootstrap on the same resampled images (difference, interval, "
+                             "p-value)")
+    parser.add_argument("--ci-resamples", type=int_in(100, 1_000_000), default=1000,
+                        metavar="N", help="bootstrap resamples (default 1000)")
+    parser.add_argument("--ci-seed", type=int_in(0), default=0, metavar="N",
+                        help="the bootstrap's seed (default 0: the same intervals every run)")
+
+
+def options(args: argparse.Namespace, methods: Sequence[str]) -> CiOptions | None:
+    """The options, checked before any image is read; None without --ci / --baseline."""
+    if args.latex_ci and not (args.latex and args.baseline):
+        raise UserError("--latex-ci marks the LaTeX table's values that do not differ "
+                        "significantly from a baseline: add --latex FILE.tex and --baseline NAME")
+    if not (args.ci or args.baseline):
+        return None
+    if args.baseline is not None and args.baseline not in methods:
+        raise UserError(f"--baseline {args.baseline}: no method of that name; the methods are "
+                        f"{', '.join(methods)}")
+    return CiOptions(args.ci_resamples, args.ci_seed, args.baseline)
+
+
+def write_ci(out_dir: Path, metrics: dict[str, SODMetrics], chosen: CiOptions,
+             folder: OutputFolder, shown: Sequence[str]) -> tuple[dict[str, Any], str]:
+    """Bootstrap one dataset's methods, write ``ci.json`` / ``ci.csv``; the result and the text
+    to print."""
+    from ..metrics.bootstrap import bootstrap
+
+    result = bootstrap({m: metric.records() for m, metric in metrics.items()},
+                       chosen.resamples, chosen.seed, baseline=chosen.baseline)
+    folder.write_text(out_dir / "ci.json", json.dumps(result, indent=1) + "\n")
+    folder.write_text(out_dir / "ci.csv", _csv(result))
+    return result, _printed(result, shown)
+
+
+def _csv(result: dict[str, Any]) -> str:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    baseline = result["baseline"]
+    for method, keys in result["intervals"].items():
+        compared = result["comparisons"].get(method, {})
+        for key, interval in keys.items():
+            row = {"method": method, "metric": key, **interval}
+            if key in compared:
+                diff = compared[key]
+                row.update(baseline=baseline, difference=diff["difference"],
+                           difference_low=diff["low"], difference_high=diff["high"],
+                           p=diff["p"], excludes_zero=diff["excludes_zero"])
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return text.getvalue()
+
+
+def _number(value: float | None, sign: bool = False) -> str:
+    if value is None or math.isnan(value):
+        return "nan"
+    return f"{value:+.4f}" if sign else f"{value:.4f}"
+
+
+def _table(rows: dict[str, list[str]], label: str, shown: Sequence[str]) -> str:
+    lines = ["| " + " | ".join([label, *shown]) + " |",
+             "|" + "|".join(["---"] + ["---:"] * len(shown)) + "|"]
+    lines += ["| " + " | ".join([row, *cells]) + " |" for row, cells in rows.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _printed(result: dict[str, Any], shown: Sequence[str]) -> str:
+    """The intervals (``value [low, high]``) and, with a baseline, the differences (``*``: the
+    interval excludes 0)."""
+    level = f"{result['level']:.0%}"
+    head = (f"{level} intervals: percentile bootstrap, {result['resamples']} resamples of "
+            f"{result['images']} images, seed {result['seed']}")
+    rows = {method: [f"{_number(keys[k]['value'])} [{_number(keys[k]['low'])}, "
+                     f"{_number(keys[k]['high'])}]" for k in shown]
+            for method, keys in result["intervals"].items()}
+    text = f"{head}\n\n{_table(rows, 'method', shown)}"
+    if result["baseline"] is None:
+        return text
+    rows = {f"{method} - {result['baseline']}": [
+        f"{_number(d['difference'], True)} [{_number(d['low'], True)}, "
+        f"{_number(d['high'], True)}] p={_number(d['p'])}{' *' if d['excludes_zero'] else ''}"
+        for d in (keys[k] for k in shown)] for method, keys in result["comparisons"].items()}
+    return (f"{text}\npaired with the baseline {result['baseline']} (same resampled images; "
+            f"* the {level} interval of the difference excludes 0)\n\n"
+            f"{_table(rows, 'difference', shown)}")
