@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
-from ..text import noun_for, plural
+from ..text import plural
 from ._common import int_in, user_path
 
 if TYPE_CHECKING:
@@ -42,7 +42,9 @@ SHOWN_STEMS = 10  # stems listed in an error or warning message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..report.curve_kinds import DEFAULT_KINDS, KINDS, parse_kinds
     from ..report.publish import add_table_arguments
+    from ._eval_select import add_selection_arguments
 
     parser.add_argument(
         "--gt", action="append", required=True, metavar="[NAME=]DIR",
@@ -78,7 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
                              "among its processes); 1 measures in this process")
+    parser.add_argument("--curves", type=parse_kinds, default=DEFAULT_KINDS, metavar="KIND,...",
+                        help=f"curve plots per dataset, <KIND>.png: {', '.join(KINDS)} or all "
+                             f"(default {','.join(DEFAULT_KINDS)}); curves.json holds them all")
     add_table_arguments(parser)
+    add_selection_arguments(parser)
 
 
 @dataclass
@@ -91,6 +97,7 @@ class Job:
     preds: dict[str, dict[str, Path]] = field(default_factory=dict)
     families: tuple[str, ...] = ()  # --compute
     images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
+    curves: tuple[str, ...] = ("pr", "fm")  # --curves: the plots written
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
@@ -160,25 +167,6 @@ def input_folders(args: argparse.Namespace, methods: list[Method]) -> list[Path]
     return folders
 
 
-def _pair(job: Job, method: Method, dataset: str | None) -> None:
-    from ._eval_methods import match_files
-
-    naming = method.for_dataset(dataset)
-    found, extra = match_files(naming, set(job.gts), method.name)
-    missing = job.gts.keys() - found.keys()
-    if missing:
-        wrapped = (f" (named {naming.prefix}<stem>{naming.suffix})"
-                   if naming.prefix or naming.suffix else "")
-        raise DataError(f"method {method.name!r}: {len(missing)} of "
-                        f"{plural(len(job.gts), 'prediction')} "
-                        f"missing in {naming.folder}{wrapped}: {_listed(missing)}")
-    if extra:
-        logger.warning("method %r: %s in %s %s no GT and %s ignored: %s", method.name,
-                       plural(len(extra), "prediction"), naming.folder,
-                       noun_for(len(extra), "has"), noun_for(len(extra), "is"), _listed(extra))
-    job.preds[method.name] = {stem: found[stem] for stem in job.gts}
-
-
 def _families(args: argparse.Namespace) -> tuple[str, ...]:
     """The ``--compute`` selection, refused in one line when a name is unknown or a family's
     package is missing; and ``--metrics`` may not ask for a family's key it leaves out."""
@@ -203,6 +191,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     from ..imageio import list_images
     from ..paths import check_not_input, inside
     from ._eval_images import assign_images
+    from ._eval_select import keep_listed, pair_method, select, stem_lists
 
     families = _families(args)
     gts = [_split(spec, "gt") for spec in args.gt]
@@ -212,18 +201,31 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     if len({name for name, _ in gts}) < len(gts):
         raise UserError("two --gt share a name; give each dataset its own NAME")
     methods = _methods(args)
-    inputs = input_folders(args, methods)
+    inputs = input_folders(args, methods)  # every folder named, selected or not
+    names = [name or _default_name(folder, "gt") for name, folder in gts]
+    kept = select(names, args.include_datasets, args.exclude_datasets, "datasets")
+    gts = [gt for gt, name in zip(gts, names, strict=True) if name in kept]
+    kept_methods = select([m.name for m in methods], args.include_methods,
+                          args.exclude_methods, "methods")
+    methods = [m for m in methods if m.name in kept_methods]
+    lists = stem_lists(args.stem_list, kept, len(args.gt) > 1, _split)
     out = Path(args.out)
     jobs = []
-    for name, folder in gts:
+    for (name, folder), label in zip(gts, kept, strict=True):
         files = list_images(folder)
         if not files:
             raise DataError(f"no images in GT folder {folder}")
-        job = Job(name or _default_name(folder, "gt"), inside(out, name) if name else out, files,
-                  families=families)
+        files = keep_listed(files, lists.get(label), label, _listed)
+        job = Job(label, inside(out, name) if name else out, files, families=families,
+                  curves=args.curves)
         for method in methods:
-            _pair(job, method, name)
-        jobs.append(job)
+            pair_method(job, method, name, args.allow_missing, _listed)
+        if job.preds:
+            jobs.append(job)
+        else:
+            logger.warning("dataset %s: no method has predictions for it; skipped", label)
+    if not jobs:
+        raise DataError("no method has predictions for any dataset: nothing to evaluate")
     assign_images(args, jobs, families, _split, _listed)
     check_not_input(out, inputs)  # after the inputs are found: a missing one is named first
     return jobs, inputs
@@ -233,7 +235,7 @@ def _read_pair(job: Job, stem: str) -> tuple[Any, list[Any]]:
     """The GT and every method's prediction at the GT's size (uint8, bilinear resize)."""
     from ._eval_pool import read_pair
 
-    return read_pair(job.gts[stem], [files[stem] for files in job.preds.values()])
+    return read_pair(job.gts[stem], [files.get(stem) for files in job.preds.values()])
 
 
 def _prefetch(read: Callable[[str], Any], items: list[str], workers: int) -> Iterator[Any]:
@@ -267,7 +269,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
     bar = tqdm(total=len(shard), desc=job.name, unit="img", disable=None if progress else True)
     with bar:
         if pool is not None:
-            pairs = [(i, str(job.gts[stems[i]]), [str(files[stems[i]])
+            pairs = [(i, str(job.gts[stems[i]]), [_text(files.get(stems[i]))
                                                   for files in job.preds.values()])
                      for i in shard]
             images = None if job.images is None else [str(job.images[stems[i]]) for i in shard]
@@ -282,9 +284,14 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
             image = (None if job.images is None
                      else read_image_at(job.images[stems[index]], gt.shape))
             for metric, pred in zip(metrics.values(), preds, strict=True):
-                metric.update(pred, gt, index=index, image=image)
+                if pred is not None:  # None: the method lacks it (--allow-missing)
+                    metric.update(pred, gt, index=index, image=image)
             bar.update()
         return metrics
+
+
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, str]]:
@@ -295,8 +302,11 @@ def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, 
     gts = resolved_files(job.gts[stem] for stem in stems)
     rows = []
     for method, metric in metrics.items():
-        preds = resolved_files(job.preds[method][stem] for stem in stems)
-        files = [(stem, "", gt, pred) for stem, gt, pred in zip(stems, gts, preds, strict=True)]
+        own = job.preds[method]  # with --allow-missing, not every stem: rows go by index
+        resolved = dict(zip(sorted(own), resolved_files(own[stem] for stem in sorted(own)),
+                            strict=True))
+        files = [(stem, "", gt, resolved.get(stem, "")) for stem, gt in zip(stems, gts,
+                                                                           strict=True)]
         rows += per_image_rows(job.name, method, metric.per_image(), files)
     return rows
 
