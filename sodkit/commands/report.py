@@ -9,8 +9,13 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..errors import UserError
 from ._common import user_path
+
+if TYPE_CHECKING:
+    from ..report.figure_style import FigureStyle
 
 HELP = "one HTML page per run or comparison of runs (tables, curves, images); LaTeX / xlsx tables"
 
@@ -18,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..report.figure_style import add_figure_arguments
     from ..report.publish import add_table_arguments
 
     parser.add_argument("folders", nargs="+", metavar="RUN_DIR",
@@ -28,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replace existing --out / --latex / --xlsx files that sodkit report "
                              "did not write, or that were changed since (never an input)")
     add_table_arguments(parser)
+    add_figure_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,12 +52,49 @@ def run(args: argparse.Namespace) -> int:
     folders = [Path(f) for f in args.folders]
     out = check_output_file(args.out, folders, args.force, "--out")
     check_table_outputs(args, folders)
+    style = _check_figures(args, folders)
     sources = load_sources(folders)
     comparison: dict[str, dict[str, dict[str, float]]] = {}
     for source in sources:
         comparison.update(source.results)  # method names are distinct across sources
     check_tables(comparison, args)  # before the page: nothing is written on a refusal
+    figures = _render_figures(args, sources, style)
     page = build_report(sources, parse_metrics(args.metrics))
     write_file(out, lambda path: path.write_text(page, encoding="utf-8"), args.force)
     write_tables(comparison, args)
+    if figures:
+        from ..report.publication import write_figures
+
+        write_figures(figures, Path(args.figures), args.force)
     return 0
+
+
+def _render_figures(args: argparse.Namespace, sources: list, style: FigureStyle | None
+                    ) -> dict[str, bytes]:
+    """The ``--figures`` files, drawn from every folder's curves (none without the option)."""
+    if style is None:
+        return {}
+    from ..report.publication import render_figures
+
+    curves: dict[str, dict] = {}
+    for source in sources:
+        for dataset, per_method in source.curves.items():
+            curves.setdefault(dataset, {}).update(per_method)
+    return render_figures(curves, args.curves, style)
+
+
+def _check_figures(args: argparse.Namespace, folders: list[Path]) -> FigureStyle | None:
+    """Before any work: the figure style file is valid and the figures may be written."""
+    from ..report.figure_style import read_figure_style
+    from ..report.publish import check_output_file
+
+    if args.figure_style and not args.figures:
+        raise UserError("--figure-style styles the figures of --figures DIR; give --figures")
+    if not args.figures:
+        return None
+    style = read_figure_style(args.figure_style)
+    for kind in args.curves:
+        for fmt in style.formats:
+            check_output_file(Path(args.figures) / f"{kind}.{fmt}", folders, args.force,
+                              "--figures")
+    return style
