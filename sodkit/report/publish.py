@@ -29,6 +29,9 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latex-style", choices=["fonts", "colors"], default="fonts",
                         help="how the best three are marked: bold / underline / italic (fonts, "
                              "default) or red / blue / green (colors, needs xcolor)")
+    parser.add_argument("--latex-transpose", action="store_true",
+                        help="the LaTeX table transposed: methods as columns, a row per dataset "
+                             "and metric")
     parser.add_argument("--xlsx", metavar="FILE.xlsx", type=user_path,
                         help="the same table as a workbook (needs openpyxl: sodkit[report])")
     parser.add_argument("--metrics", default=",".join(PAPER_METRICS),
@@ -114,8 +117,10 @@ def write_tables(comparison: Comparison, args: argparse.Namespace, kind: str = "
     datasets = datasets_of(comparison)
     if args.latex:
         from .latex import latex_table
+        from .latex_transposed import latex_table_transposed
 
-        text = latex_table(comparison, datasets, metrics, args.latex_style, args.decimals)
+        table = latex_table_transposed if args.latex_transpose else latex_table
+        text = table(comparison, datasets, metrics, args.latex_style, args.decimals)
         write_file(Path(args.latex), lambda p: p.write_text(text), args.force, kind, "--latex")
     if args.xlsx:
         from .xlsx import write_xlsx
