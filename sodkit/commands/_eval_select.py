@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
 from ..text import noun_for, plural
@@ -47,7 +47,10 @@ def names_option(text: str) -> list[str]:
 
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of this module, grouped under their own heading in ``--help``."""
+    """The options of this module and ``--groups`` / ``--frames`` (``_eval_groups``), under
+    their own heading in ``--help``."""
+    from ._eval_groups import add_group_arguments
+
     group = parser.add_argument_group("selection (methods, datasets, images)")
     for kind in ("methods", "datasets"):
         group.add_argument(f"--include-{kind}", type=names_option, metavar="NAME,...",
@@ -62,6 +65,7 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--allow-missing", action="store_true",
                        help="evaluate each method on the GT stems it has predictions for (a "
                             "warning gives the counts); a method without a dataset is skipped")
+    add_group_arguments(group)
 
 
 def select(names: Sequence[str], include: Sequence[str] | None, exclude: Sequence[str] | None,
@@ -176,7 +180,8 @@ def keep_listed(files: dict[str, Path], listed: Sequence[str] | None, dataset: s
 
 
 def pair_method(job: Job, method: Method, dataset: str | None, allow_missing: bool,
-                shorten: Callable[[Sequence[str]], str]) -> None:
+                shorten: Callable[[Sequence[str]], str], match: Callable[..., Any] | None = None
+                ) -> None:
     """``job.preds[method]``: the prediction of each GT stem; with ``allow_missing``, of the
     stems the method has (a warning gives the counts), and a method without the dataset is
     left out with one line. Without it a missing prediction is an error listing the stems.
@@ -184,13 +189,16 @@ def pair_method(job: Job, method: Method, dataset: str | None, allow_missing: bo
     Args:
         dataset: the ``--gt`` name (None: a single unnamed GT folder).
         shorten: ``eval._listed`` (stems, shortened).
+        match: how a folder's files match the stems (default ``_eval_methods.match_files``;
+            ``--groups``: ``_eval_groups.group_matcher``).
     """
     from ._eval_methods import match_files
 
+    match = match or match_files
     naming = method.for_dataset(dataset)
     if allow_missing and not naming.folder.is_dir():
         return skip_method(method.name, job.name, naming.folder, "no folder")
-    found, extra = match_files(naming, set(job.gts), method.name)
+    found, extra = match(naming, set(job.gts), method.name)
     missing = job.gts.keys() - found.keys()
     if missing and allow_missing:
         if not found:

@@ -98,6 +98,7 @@ class Job:
     families: tuple[str, ...] = ()  # --compute
     images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
     curves: tuple[str, ...] = ("pr", "fm")  # --curves: the plots written
+    groups: bool = False  # --groups: stems are <group>/<stem>, metrics averaged over groups
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
@@ -190,6 +191,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     also every input folder (for the checks of what may be written)."""
     from ..imageio import list_images
     from ..paths import check_not_input, inside
+    from ._eval_groups import check_group_options, group_matcher, list_groups
     from ._eval_images import assign_images
     from ._eval_select import keep_listed, pair_method, select, stem_lists
 
@@ -209,17 +211,21 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
                           args.exclude_methods, "methods")
     methods = [m for m in methods if m.name in kept_methods]
     lists = stem_lists(args.stem_list, kept, len(args.gt) > 1, _split)
+    check_group_options(args, families)
     out = Path(args.out)
     jobs = []
     for (name, folder), label in zip(gts, kept, strict=True):
-        files = list_images(folder)
+        files, match = list_images(folder), None
+        if args.groups:
+            files, every = list_groups(folder, args.frames)
+            match = group_matcher(every)
         if not files:
             raise DataError(f"no images in GT folder {folder}")
         files = keep_listed(files, lists.get(label), label, _listed)
         job = Job(label, inside(out, name) if name else out, files, families=families,
-                  curves=args.curves)
+                  curves=args.curves, groups=args.groups)
         for method in methods:
-            pair_method(job, method, name, args.allow_missing, _listed)
+            pair_method(job, method, name, args.allow_missing, _listed, match)
         if job.preds:
             jobs.append(job)
         else:
@@ -343,6 +349,7 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     from ..metrics import STANDARD_KEYS, scalar_metrics
     from ..metrics.families import family_keys
     from ..report import markdown_table
+    from ._eval_groups import grouped_compute
     from ._eval_write import write_job
 
     logger.info("%s: %s, methods: %s", job.name, plural(len(job.gts), "image"),
@@ -350,7 +357,8 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     metrics = _measure_shard(job, group, workers, pool)
     if not group.is_main:
         return {}
-    results = {method: metric.compute() for method, metric in metrics.items()}
+    results = {method: grouped_compute(metric, sorted(job.gts)) if job.groups
+               else metric.compute() for method, metric in metrics.items()}
     table = {method: scalar_metrics(result) for method, result in results.items()}
     write_job(job, results, table, _per_image_rows(job, metrics), folder)
     shown = markdown_table(table, "method", STANDARD_KEYS + family_keys(job.families))  # all
