@@ -41,8 +41,9 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_eval(root: Path, *extra: str, datasets=("D1", "D2"), methods="abc") -> int:
-    args = ["eval", "--out", str(root / "out")]
+def run_eval(root: Path, *extra: str, datasets=("D1", "D2"), methods="abc",
+             out: str = "out") -> int:
+    args = ["eval", "--out", str(root / out)]
     args += [x for d in datasets for x in ("--gt", f"{d}={root / 'gt'}")]
     args += [x for m in methods for x in ("--pred", f"{m}={root / 'preds' / m}")]
     return main(args + list(extra))
@@ -103,6 +104,22 @@ def test_allow_missing_evaluates_each_method_on_what_it_has(root, caplog, capsys
     rows = root / "out" / "D1" / "results_per_image.csv"
     assert per_image_stems(rows, "a") == ["img0", "img2", "img4"]
     assert per_image_stems(rows, "b") == [f"img{i}" for i in range(5)]
+
+
+def test_allow_missing_merges_exactly_across_processes(root):
+    """A method's gaps leave empty runs in some worker tasks: the merged files are the bytes of
+    one process's."""
+    for stem in ("img0", "img3", "img4"):
+        (root / "preds" / "b" / "D1" / f"{stem}.png").unlink()
+    for workers in ("1", "2"):
+        assert run_eval(root, "--allow-missing", "--workers", workers, datasets=("D1",),
+                        methods="ab", out=f"out{workers}") == 0
+    for name in ("results.json", "curves.json"):
+        assert (root / "out1" / "D1" / name).read_bytes() == (
+            root / "out2" / "D1" / name).read_bytes()
+    rows = [(root / f"out{w}" / "D1" / "results_per_image.csv").read_text().splitlines()
+            for w in ("1", "2")]
+    assert rows[0] == rows[1] and len(rows[0]) == 1 + 5 + 2
 
 
 def test_allow_missing_skips_a_method_without_the_dataset(root, caplog, capsys):
