@@ -144,3 +144,23 @@ def test_a_bad_style_is_one_line_and_writes_nothing(curves, tmp_path, capsys, te
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "figs").exists() and not page.exists()
+
+
+def test_report_selection_applies_to_page_tables_and_figures(curves, tmp_path, capsys):
+    out, _ = curves
+    table, figures = tmp_path / "t.tex", tmp_path / "figs"
+    assert main(["report", str(out), "--out", str(tmp_path / "page.html"), "--latex",
+                 str(table), "--figures", str(figures), "--exclude-methods", "B",
+                 "--include-datasets", "D2"]) == 0
+    text = table.read_text()
+    assert "{D2}" in text and "{D1}" not in text
+    rows = [line.split(" & ")[0] for line in text.splitlines() if line.endswith("\\\\")]
+    assert rows[2:] == ["ours", "A"]
+    svg = [node.text for node in ET.parse(figures / "pr.svg").iter()
+           if node.tag.endswith("text") and node.text]
+    assert "B" not in svg and "ours" in svg and "D2" in svg and "D1" not in svg
+    page = (tmp_path / "page.html").read_text()
+    assert ">D1<" not in page and ">D2<" in page
+    assert main(["report", str(out), "--out", str(tmp_path / "p2.html"), "--include-methods",
+                 "C"]) == 2
+    assert "--include-methods C: no such method; known: ours, A, B" in capsys.readouterr().err

@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..report.figure_style import add_figure_arguments
     from ..report.publish import add_table_arguments
+    from ..report.selection import add_report_selection
 
     parser.add_argument("folders", nargs="+", metavar="RUN_DIR",
                         help="run folders (sodkit train / test) or sodkit eval output folders")
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "did not write, or that were changed since (never an input)")
     add_table_arguments(parser)
     add_figure_arguments(parser)
+    add_report_selection(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         write_file,
         write_tables,
     )
+    from ..report.selection import select_sources
     from ..report.sources import load_sources
 
     folders = [Path(f) for f in args.folders]
@@ -54,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     check_table_outputs(args, folders)
     style = _check_figures(args, folders)
     sources = load_sources(folders)
+    sources = select_sources(sources, args)
     comparison: dict[str, dict[str, dict[str, float]]] = {}
     for source in sources:
         comparison.update(source.results)  # method names are distinct across sources
