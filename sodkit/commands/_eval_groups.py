@@ -169,7 +169,6 @@ def grouped_compute(metric: SODMetrics, stems: list[str]) -> dict[str, Any]:
     keys its dataset indices refer to); groups without an image of this method are left out."""
     from ..metrics import SODMetrics
 
-    metric.compute()  # the per-image scores of every image, for results_per_image.csv
     state = metric.state_dict()
     groups = np.array([stem.split(SEPARATOR, 1)[0] for stem in stems])[state["index"]]
     results = []
