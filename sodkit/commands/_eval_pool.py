@@ -39,13 +39,13 @@ MIN_IMAGES = 64
 TASKS_PER_WORKER = 8  # runs per worker and dataset: the last to finish waits less for the others
 MAX_RUN = 32
 
-Pair = tuple[int, str, list[str]]  # dataset index, GT file, one prediction file per method
+Pair = tuple[int, str, list[str | None]]  # dataset index, GT file, a prediction per method
 
 
-def read_pair(gt_path: str | Path, pred_paths: Sequence[str | Path]) -> tuple[np.ndarray,
-                                                                                list[np.ndarray]]:
+def read_pair(gt_path: str | Path, pred_paths: Sequence[str | Path | None]
+              ) -> tuple[np.ndarray, list[np.ndarray | None]]:
     """The GT and each prediction at the GT's size (uint8; bilinear resize on the uint8 map, as
-    PySODEvalToolkit does)."""
+    PySODEvalToolkit does); None for a method without this prediction (``--allow-missing``)."""
     import cv2
 
     from ..imageio import read_mask
@@ -53,6 +53,9 @@ def read_pair(gt_path: str | Path, pred_paths: Sequence[str | Path]) -> tuple[np
     gt = read_mask(gt_path)
     preds = []
     for path in pred_paths:
+        if path is None:
+            preds.append(None)
+            continue
         pred = read_mask(path)
         if pred.shape != gt.shape:
             pred = cv2.resize(pred, gt.shape[::-1], interpolation=cv2.INTER_LINEAR)
@@ -74,7 +77,8 @@ def measure_run(pairs: list[Pair], methods: int, families: tuple[str, ...] = (),
         gt, preds = read_pair(gt_path, pred_paths)
         image = None if images is None else read_image_at(images[k], gt.shape)
         for metric, pred in zip(metrics, preds, strict=True):
-            metric.update(pred, gt, index=index, image=image)
+            if pred is not None:
+                metric.update(pred, gt, index=index, image=image)
     return [metric.state_dict() for metric in metrics], take_notes()
 
 

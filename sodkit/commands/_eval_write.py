@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 JOB_FILES = ("results.json", "results.md", "results.csv", "curves.json",
-             "results_per_image.csv", "pr.png", "fm.png", "ci.json", "ci.csv")  # per dataset
+             "results_per_image.csv", "pr.png", "fm.png", "em.png", "iou.png",
+             "dice.png", "ci.json", "ci.csv")  # in each dataset's folder (plots: as --curves asks)
 TABLES = ("results.json", "results.md", "results.csv")  # the combined table of several
 
 
@@ -73,7 +74,7 @@ def write_job(job: Job, results: dict[str, dict[str, Any]], table: dict[str, dic
     write_results(table, job.out_dir, row_label="method", outputs=folder)
     write_curves_json(results, job.out_dir, outputs=folder)
     write_per_image_csv(rows, job.out_dir, outputs=folder)
-    plot_curves(results, job.out_dir, outputs=folder)
+    plot_curves(results, job.out_dir, outputs=folder, kinds=job.curves)
 
 
 def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]],

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
-from ..text import noun_for, plural
+from ..text import plural
 from ._common import int_in, user_path
 
 if TYPE_CHECKING:
@@ -43,8 +43,10 @@ SHOWN_STEMS = 10  # stems listed in an error or warning message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..report.curve_kinds import DEFAULT_KINDS, KINDS, parse_kinds
     from ..report.publish import add_table_arguments
     from ._eval_ci import add_arguments as add_ci_arguments
+    from ._eval_select import add_selection_arguments
 
     parser.add_argument(
         "--gt", action="append", required=True, metavar="[NAME=]DIR",
@@ -81,7 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "from 64 images on; under torchrun the machine's cores shared "
                              "among its processes); 1 measures in this process")
     add_ci_arguments(parser)
+    parser.add_argument("--curves", type=parse_kinds, default=DEFAULT_KINDS, metavar="KIND,...",
+                        help=f"curve plots per dataset, <KIND>.png: {', '.join(KINDS)} or all "
+                             f"(default {','.join(DEFAULT_KINDS)}); curves.json holds them all")
     add_table_arguments(parser)
+    add_selection_arguments(parser)
 
 
 @dataclass
@@ -96,6 +102,8 @@ class Job:
     images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
     ci: CiOptions | None = None  # --ci / --baseline
     ci_result: dict[str, Any] | None = None  # what ci.json holds, once measured
+    curves: tuple[str, ...] = ("pr", "fm")  # --curves: the plots written
+    groups: bool = False  # --groups: stems are <group>/<stem>, metrics averaged over groups
 
 
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
@@ -165,25 +173,6 @@ def input_folders(args: argparse.Namespace, methods: list[Method]) -> list[Path]
     return folders
 
 
-def _pair(job: Job, method: Method, dataset: str | None) -> None:
-    from ._eval_methods import match_files
-
-    naming = method.for_dataset(dataset)
-    found, extra = match_files(naming, set(job.gts), method.name)
-    missing = job.gts.keys() - found.keys()
-    if missing:
-        wrapped = (f" (named {naming.prefix}<stem>{naming.suffix})"
-                   if naming.prefix or naming.suffix else "")
-        raise DataError(f"method {method.name!r}: {len(missing)} of "
-                        f"{plural(len(job.gts), 'prediction')} "
-                        f"missing in {naming.folder}{wrapped}: {_listed(missing)}")
-    if extra:
-        logger.warning("method %r: %s in %s %s no GT and %s ignored: %s", method.name,
-                       plural(len(extra), "prediction"), naming.folder,
-                       noun_for(len(extra), "has"), noun_for(len(extra), "is"), _listed(extra))
-    job.preds[method.name] = {stem: found[stem] for stem in job.gts}
-
-
 def _families(args: argparse.Namespace) -> tuple[str, ...]:
     """The ``--compute`` selection, refused in one line when a name is unknown or a family's
     package is missing; and ``--metrics`` may not ask for a family's key it leaves out."""
@@ -208,7 +197,9 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     from ..imageio import list_images
     from ..paths import check_not_input, inside
     from ._eval_ci import options
+    from ._eval_groups import check_group_options, group_matcher, list_groups
     from ._eval_images import assign_images
+    from ._eval_select import keep_listed, pair_method, select, stem_lists
 
     families = _families(args)
     gts = [_split(spec, "gt") for spec in args.gt]
@@ -218,19 +209,39 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     if len({name for name, _ in gts}) < len(gts):
         raise UserError("two --gt share a name; give each dataset its own NAME")
     methods = _methods(args)
+    inputs = input_folders(args, methods)  # every folder named, selected or not
+    names = [name or _default_name(folder, "gt") for name, folder in gts]
+    kept = select(names, args.include_datasets, args.exclude_datasets, "datasets")
+    gts = [gt for gt, name in zip(gts, names, strict=True) if name in kept]
+    kept_methods = select([m.name for m in methods], args.include_methods,
+                          args.exclude_methods, "methods")
+    methods = [m for m in methods if m.name in kept_methods]
+    lists = stem_lists(args.stem_list, kept, len(args.gt) > 1, _split)
+    check_group_options(args, families)
     ci = options(args, [method.name for method in methods])
-    inputs = input_folders(args, methods)
+    if ci is not None and args.groups:
+        raise UserError("--ci resamples the images of a dataset; with --groups the numbers are "
+                        "averages over groups, which it does not resample: leave out one of them")
     out = Path(args.out)
     jobs = []
-    for name, folder in gts:
-        files = list_images(folder)
+    for (name, folder), label in zip(gts, kept, strict=True):
+        files, match = list_images(folder), None
+        if args.groups:
+            files, every = list_groups(folder, args.frames)
+            match = group_matcher(every)
         if not files:
             raise DataError(f"no images in GT folder {folder}")
-        job = Job(name or _default_name(folder, "gt"), inside(out, name) if name else out, files,
-                  families=families, ci=ci)
+        files = keep_listed(files, lists.get(label), label, _listed)
+        job = Job(label, inside(out, name) if name else out, files, families=families, ci=ci,
+                  curves=args.curves, groups=args.groups)
         for method in methods:
-            _pair(job, method, name)
-        jobs.append(job)
+            pair_method(job, method, name, args.allow_missing, _listed, match)
+        if job.preds:
+            jobs.append(job)
+        else:
+            logger.warning("dataset %s: no method has predictions for it; skipped", label)
+    if not jobs:
+        raise DataError("no method has predictions for any dataset: nothing to evaluate")
     assign_images(args, jobs, families, _split, _listed)
     check_not_input(out, inputs)  # after the inputs are found: a missing one is named first
     return jobs, inputs
@@ -240,7 +251,7 @@ def _read_pair(job: Job, stem: str) -> tuple[Any, list[Any]]:
     """The GT and every method's prediction at the GT's size (uint8, bilinear resize)."""
     from ._eval_pool import read_pair
 
-    return read_pair(job.gts[stem], [files[stem] for files in job.preds.values()])
+    return read_pair(job.gts[stem], [files.get(stem) for files in job.preds.values()])
 
 
 def _prefetch(read: Callable[[str], Any], items: list[str], workers: int) -> Iterator[Any]:
@@ -274,7 +285,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
     bar = tqdm(total=len(shard), desc=job.name, unit="img", disable=None if progress else True)
     with bar:
         if pool is not None:
-            pairs = [(i, str(job.gts[stems[i]]), [str(files[stems[i]])
+            pairs = [(i, str(job.gts[stems[i]]), [_text(files.get(stems[i]))
                                                   for files in job.preds.values()])
                      for i in shard]
             images = None if job.images is None else [str(job.images[stems[i]]) for i in shard]
@@ -289,9 +300,14 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
             image = (None if job.images is None
                      else read_image_at(job.images[stems[index]], gt.shape))
             for metric, pred in zip(metrics.values(), preds, strict=True):
-                metric.update(pred, gt, index=index, image=image)
+                if pred is not None:  # None: the method lacks it (--allow-missing)
+                    metric.update(pred, gt, index=index, image=image)
             bar.update()
         return metrics
+
+
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, str]]:
@@ -302,8 +318,11 @@ def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, 
     gts = resolved_files(job.gts[stem] for stem in stems)
     rows = []
     for method, metric in metrics.items():
-        preds = resolved_files(job.preds[method][stem] for stem in stems)
-        files = [(stem, "", gt, pred) for stem, gt, pred in zip(stems, gts, preds, strict=True)]
+        own = job.preds[method]  # with --allow-missing, not every stem: rows go by index
+        resolved = dict(zip(sorted(own), resolved_files(own[stem] for stem in sorted(own)),
+                            strict=True))
+        files = [(stem, "", gt, resolved.get(stem, "")) for stem, gt in zip(stems, gts,
+                                                                           strict=True)]
         rows += per_image_rows(job.name, method, metric.per_image(), files)
     return rows
 
@@ -340,6 +359,7 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     from ..metrics import STANDARD_KEYS, scalar_metrics
     from ..metrics.families import family_keys
     from ..report import markdown_table
+    from ._eval_groups import grouped_compute
     from ._eval_write import write_job
 
     logger.info("%s: %s, methods: %s", job.name, plural(len(job.gts), "image"),
@@ -347,7 +367,8 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     metrics = _measure_shard(job, group, workers, pool)
     if not group.is_main:
         return {}
-    results = {method: metric.compute() for method, metric in metrics.items()}
+    results = {method: grouped_compute(metric, sorted(job.gts)) if job.groups
+               else metric.compute() for method, metric in metrics.items()}
     table = {method: scalar_metrics(result) for method, result in results.items()}
     write_job(job, results, table, _per_image_rows(job, metrics), folder)
     columns = STANDARD_KEYS + family_keys(job.families)  # all metrics are in the files

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 from ..errors import UserError
 from ._common import user_path
 
+if TYPE_CHECKING:
+    from ..report.figure_style import FigureStyle
+
 HELP = "one HTML page per run or comparison of runs (tables, curves, images); LaTeX / xlsx tables"
 
 if TYPE_CHECKING:
@@ -24,7 +27,9 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..report.figure_style import add_figure_arguments
     from ..report.publish import add_table_arguments
+    from ..report.selection import add_report_selection
 
     parser.add_argument("folders", nargs="+", metavar="RUN_DIR",
                         help="run folders (sodkit train / test) or sodkit eval output folders")
@@ -37,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show the 95%% intervals and paired comparisons that sodkit eval "
                              "--ci saved (ci.json) under the comparison table")
     add_table_arguments(parser)
+    add_figure_arguments(parser)
+    add_report_selection(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,12 +56,15 @@ def run(args: argparse.Namespace) -> int:
         write_file,
         write_tables,
     )
+    from ..report.selection import select_sources
     from ..report.sources import load_sources
 
     folders = [Path(f) for f in args.folders]
     out = check_output_file(args.out, folders, args.force, "--out")
     check_table_outputs(args, folders)
+    style = _check_figures(args, folders)
     sources = load_sources(folders)
+    sources = select_sources(sources, args)
     comparison: dict[str, dict[str, dict[str, float]]] = {}
     for source in sources:
         comparison.update(source.results)  # method names are distinct across sources
@@ -63,10 +73,18 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--ci: none of the folders holds a ci.json; evaluate with sodkit eval "
                         "--ci (the report cannot recompute intervals: the folders keep no "
                         "per-image histograms)")
+    if args.latex_ci and args.latex_transpose:
+        raise UserError("--latex-ci marks the rows of the usual table; leave out "
+                        "--latex-transpose or --latex-ci")
     marks = _marks(sources, args.latex) if args.latex_ci else None
+    figures = _render_figures(args, sources, style)
     page = build_report(sources, parse_metrics(args.metrics), ci=args.ci)
     write_file(out, lambda path: path.write_text(page, encoding="utf-8"), args.force)
     write_tables(comparison, args, marks=marks)
+    if figures:
+        from ..report.publication import write_figures
+
+        write_figures(figures, Path(args.figures), args.force)
     return 0
 
 
@@ -87,3 +105,35 @@ def _marks(sources: list[Source], latex: str | None) -> Marks:
         raise UserError(f"--latex-ci: the folders compare with different baselines "
                         f"({', '.join(sorted(baselines))}); give folders of one baseline")
     return Marks(parts[0].baseline, set().union(*(part.cells for part in parts)))
+
+
+
+def _render_figures(args: argparse.Namespace, sources: list, style: FigureStyle | None
+                    ) -> dict[str, bytes]:
+    """The ``--figures`` files, drawn from every folder's curves (none without the option)."""
+    if style is None:
+        return {}
+    from ..report.publication import render_figures
+
+    curves: dict[str, dict] = {}
+    for source in sources:
+        for dataset, per_method in source.curves.items():
+            curves.setdefault(dataset, {}).update(per_method)
+    return render_figures(curves, args.curves, style)
+
+
+def _check_figures(args: argparse.Namespace, folders: list[Path]) -> FigureStyle | None:
+    """Before any work: the figure style file is valid and the figures may be written."""
+    from ..report.figure_style import read_figure_style
+    from ..report.publish import check_output_file
+
+    if args.figure_style and not args.figures:
+        raise UserError("--figure-style styles the figures of --figures DIR; give --figures")
+    if not args.figures:
+        return None
+    style = read_figure_style(args.figure_style)
+    for kind in args.curves:
+        for fmt in style.formats:
+            check_output_file(Path(args.figures) / f"{kind}.{fmt}", folders, args.force,
+                              "--figures")
+    return style

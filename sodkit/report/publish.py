@@ -38,6 +38,9 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
                              "difference with the baseline is not significant (its 95%% paired "
                              "bootstrap interval holds 0): eval --baseline, or the ci.json of "
                              "the folders given to report")
+    parser.add_argument("--latex-transpose", action="store_true",
+                        help="the LaTeX table transposed: methods as columns, a row per dataset "
+                             "and metric")
     parser.add_argument("--xlsx", metavar="FILE.xlsx", type=user_path,
                         help="the same table as a workbook (needs openpyxl: sodkit[report])")
     parser.add_argument("--metrics", default=",".join(PAPER_METRICS),
@@ -124,9 +127,14 @@ def write_tables(comparison: Comparison, args: argparse.Namespace, kind: str = "
     datasets = datasets_of(comparison)
     if args.latex:
         from .latex import latex_table
+        from .latex_transposed import latex_table_transposed
 
-        text = latex_table(comparison, datasets, metrics, args.latex_style, args.decimals,
-                           marks=marks)
+        if args.latex_transpose:
+            text = latex_table_transposed(comparison, datasets, metrics, args.latex_style,
+                                          args.decimals)
+        else:
+            text = latex_table(comparison, datasets, metrics, args.latex_style, args.decimals,
+                               marks=marks)
         write_file(Path(args.latex), lambda p: p.write_text(text), args.force, kind, "--latex")
     if args.xlsx:
         from .xlsx import write_xlsx

@@ -28,7 +28,8 @@ from ..metrics.results import PER_IMAGE_KEYS
 from ..outputs import OutputFolder
 from .cells import inert
 
-CURVES_SAVED = ("precision_curve", "recall_curve", "fm_curve", "em_curve")
+CURVES_SAVED = ("precision_curve", "recall_curve", "fm_curve", "em_curve", "iou_curve",
+                "dice_curve")  # every curve sodkit draws (curve_kinds.KINDS)
 PER_IMAGE_SCORES = PER_IMAGE_KEYS  # each image's own scores, as SODMetrics.per_image()
 PER_IMAGE_FILES = ("image", "gt", "prediction")
 PER_IMAGE_COLUMNS = ("dataset", "method", "stem", *PER_IMAGE_SCORES, *PER_IMAGE_FILES)
@@ -140,53 +141,58 @@ def plot_label(name: str) -> str:
 
 
 def plot_curves(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path,
-                outputs: OutputFolder | None = None) -> None:
-    """Write ``pr.png`` (precision vs recall) and ``fm.png`` (F-measure vs threshold).
+                outputs: OutputFolder | None = None,
+                kinds: Sequence[str] = ("pr", "fm")) -> None:
+    """Write ``<kind>.png`` for each of ``kinds``: ``pr.png`` (precision vs recall), ``fm.png``
+    (F-measure vs threshold), and on request ``em.png``, ``iou.png``, ``dice.png``.
 
     Args:
         curves: line label (method or dataset) -> a mapping with ``precision_curve``,
-            ``recall_curve`` and ``fm_curve`` (256 values, threshold 255 first, as
+            ``recall_curve``, ``fm_curve``, ... (256 values, threshold 255 first, as
             ``SODMetrics.compute()`` returns them; other keys are ignored).
         out_dir: folder, created if needed.
         outputs: the output folder they belong to (see the module docstring).
+        kinds: names of :data:`sodkit.report.curve_kinds.KINDS`.
     """
+    out, folder = Path(out_dir), _folder(out_dir, outputs)
+    folder.check([out / f"{name}.png" for name in kinds])
+    for name in kinds:
+        image = io.BytesIO()
+        curve_figure(curves, name).savefig(image, format="png")
+        folder.write_bytes(out / f"{name}.png", image.getvalue())
+
+
+def curve_figure(curves: Mapping[str, Mapping[str, Any]], name: str) -> Any:
+    """The matplotlib ``Figure`` of one kind of curve (``pr``, ``fm``, ``em``, ``iou``,
+    ``dice``), a line per label that has it (what :func:`plot_curves` saves)."""
     # A bare Figure renders with Agg and needs no pyplot: no global figure state to close,
     # and 0.1-0.2 s less to import (sodkit eval's fixed cost; PERF notes in commands/eval.py).
     from matplotlib.figure import Figure
 
-    out, folder = Path(out_dir), _folder(out_dir, outputs)
-    folder.check([out / "pr.png", out / "fm.png"])
-    thresholds = np.arange(255, -1, -1)
+    from .curve_kinds import KINDS, points
+
+    kind = KINDS[name]
     # Drawn at the saved resolution with fixed margins: tight_layout and a DPI change at
     # savefig each cost a full extra draw (0.19 -> 0.12 s per figure).
-    figures = {name: Figure(figsize=(5, 4.5), dpi=120) for name in ("pr", "fm")}
-    axes_of = {name: figure.subplots() for name, figure in figures.items()}
+    figure = Figure(figsize=(5, 4.5), dpi=120)
+    axes = figure.subplots()
     for label, values in curves.items():
-        if "fm_curve" in values:
-            axes_of["fm"].plot(thresholds, np.asarray(values["fm_curve"]),
-                              label=plot_label(label))
-        if "precision_curve" in values and "recall_curve" in values:
-            axes_of["pr"].plot(np.asarray(values["recall_curve"]),
-                               np.asarray(values["precision_curve"]), label=plot_label(label))
-    axis_titles = {"pr": ("Recall", "Precision", "Precision-recall"),
-                   "fm": ("Threshold", "F-measure", "F-measure vs threshold")}
-    for name, figure in figures.items():
-        axes = axes_of[name]
-        x_label, y_label, title = axis_titles[name]
-        axes.set(xlabel=x_label, ylabel=y_label, title=title, ylim=(0, 1.02))
-        axes.set_xlim(0, 255 if name == "fm" else 1)
-        axes.grid(alpha=0.3)
-        if axes.lines:
-            axes.legend(loc="lower left" if name == "pr" else "lower center", fontsize=8)
-        figure.subplots_adjust(left=0.13, right=0.96, bottom=0.11, top=0.93)
-        image = io.BytesIO()
-        figure.savefig(image, format="png")
-        folder.write_bytes(out / f"{name}.png", image.getvalue())
+        line = points(kind, values)
+        if line is not None:
+            axes.plot(*line, label=plot_label(label))
+    axes.set(xlabel=kind.x_label, ylabel=kind.y_label, title=kind.title, ylim=(0, 1.02))
+    axes.set_xlim(*kind.x_range)
+    axes.grid(alpha=0.3)
+    if axes.lines:
+        axes.legend(loc="lower left" if name == "pr" else "lower center", fontsize=8)
+    figure.subplots_adjust(left=0.13, right=0.96, bottom=0.11, top=0.93)
+    return figure
 
 
 def write_curves_json(curves: Mapping[str, Mapping[str, Any]], out_dir: str | Path,
                       outputs: OutputFolder | None = None) -> Path:
-    """``curves.json``: ``{label: {precision_curve, recall_curve, fm_curve, em_curve}}``.
+    """``curves.json``: ``{label: {precision_curve, recall_curve, fm_curve, em_curve,
+    iou_curve, dice_curve}}``.
 
     Each curve is a list of 256 floats, threshold 255 first (as ``SODMetrics.compute()``);
     labels without curves are skipped. Floats keep full precision (``json`` writes ``repr``).

@@ -1,0 +1,58 @@
+"""The transposed LaTeX table (#25): methods as columns, a row per dataset and metric, the best
+three of each row marked; written by ``sodkit report --latex-transpose`` from eval outputs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from sodkit.cli import main
+from sodkit.report.latex_transposed import latex_table_transposed
+from tests import processes
+from tests.test_paper_tables import DATASETS, METRICS, comparison
+
+
+def rows_of(text: str) -> list[list[str]]:
+    body = text.split("\\toprule\n", 1)[1].split("\\bottomrule", 1)[0]
+    return [line[:-3].split(" & ") for line in body.splitlines() if line.endswith(" \\\\")]
+
+
+def test_methods_are_columns_and_each_row_marks_its_best_three(tmp_path: Path):
+    text = latex_table_transposed(comparison(), DATASETS, METRICS)
+    assert re.findall(r"\\begin\{(\w+)\}", text) == ["table", "tabular"]
+    assert "\\begin{tabular}{llccccc}" in text
+    header, *rows = rows_of(text)
+    assert header == ["Dataset", "Metric", "best", "second", "third", "fourth", "worst"]
+    assert len(rows) == len(DATASETS) * len(METRICS)
+    assert [row[0] for row in rows[::len(METRICS)]] == ["DUTS-TE", "EC\\_SSD \\& co"]
+    assert all(row[0] == "" for i, row in enumerate(rows) if i % len(METRICS))
+    for row in rows:
+        assert row[2].startswith("\\textbf{") and row[3].startswith("\\underline{")
+        assert row[4].startswith("\\textit{") and "{" not in row[5] + row[6]
+    mae = rows[METRICS.index("MAE")]
+    assert mae[1] == "$M\\,\\downarrow$" and mae[2] == "\\textbf{0.025}"
+    assert text.count("\\midrule") == len(DATASETS)
+    pdflatex = shutil.which("pdflatex")
+    if pdflatex is not None:
+        (tmp_path / "table.tex").write_text(text)
+        (tmp_path / "paper.tex").write_text("\\documentclass{article}\\usepackage{booktabs}"
+                                            "\\begin{document}\\input{table.tex}\\end{document}\n")
+        done = processes.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error",
+                              "paper.tex"], cwd=tmp_path)
+        assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_report_writes_the_transposed_table(tmp_path: Path):
+    from tests.test_publication_figures import eval_output
+
+    out = eval_output(tmp_path)
+    table = tmp_path / "paper" / "table.tex"
+    assert main(["report", str(out), "--out", str(tmp_path / "page.html"), "--latex",
+                 str(table), "--latex-transpose", "--metrics", "MAE,maxFm"]) == 0
+    header, *rows = rows_of(table.read_text())
+    results = json.loads((out / "D1" / "results.json").read_text())
+    assert header == ["Dataset", "Metric", *results]
+    assert [row[0] for row in rows] == ["D1", "", "D2", ""]
+    assert re.search(r"\d+\.\d+", rows[0][2]).group() == f"{results['ours']['MAE']:.3f}"
