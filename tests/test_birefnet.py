@@ -24,6 +24,7 @@ from sodkit.backbone.swin_windows import PadFirstSwinBlock
 from sodkit.cli import main
 from sodkit.config import ConfigError, LossCfg, ModelCfg, load_config
 from sodkit.loss import build_criterion
+from sodkit.model_file import read_model_file
 from sodkit.network import build_network
 from sodkit.network.birefnet import image_patches
 from sodkit.published.birefnet import rename_for
@@ -247,4 +248,36 @@ def test_trains_and_evaluates_through_the_engine(data_root: Path, tmp_path: Path
     run = tmp_path / "birefnet"
     assert (run / "checkpoints" / "last.pt").is_file()
     results = json.loads((run / "results.json").read_text())
-    assert "DUTS-TE" in json.dumps(results)
+    assert list(results) == ["DUTS-TE"]
+    assert 0.0 <= results["DUTS-TE"]["MAE"] <= 1.0 and 0.0 <= results["DUTS-TE"]["maxFm"] <= 1.0
+
+
+@pytest.mark.slow
+def test_import_weights_converts_a_file_in_the_originals_names(tmp_path: Path) -> None:
+    """``import-weights birefnet`` on a Swin-T state dict in the original's names (DDP's
+    ``module.`` prefix, Swin's relative_position_index buffers included): every weight lands
+    under its sodkit name; the recipe comes from --recipe (the published one is item 2's)."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("name: b\nmodel: {name: birefnet, backbone: swin_tiny_patch4_window7_224}"
+                      "\ndata: {size: 64}\n")
+    generator = torch.Generator().manual_seed(0)
+    state = {k: torch.zeros(shape, dtype=torch.long) if k.endswith(
+        ("relative_position_index", "num_batches_tracked")) else torch.randn(
+        shape, generator=generator) for k, shape in KEYS["swin_v1_t"].items()}
+    source = tmp_path / "BiRefNet-swin_v1_t.pth"
+    torch.save({f"module.{k}": v for k, v in state.items()}, source)
+    out = tmp_path / "birefnet.safetensors"
+    assert main(["import-weights", "birefnet", str(source), "--out", str(out),
+                 "--recipe", str(recipe)]) == 0
+    weights = read_model_file(out)["model"]
+    pairs = {"backbone_norms.0.weight": "bb.norm0.weight",
+             "backbone.body.layers_1.downsample.reduction.weight":
+                 "bb.layers.0.downsample.reduction.weight",
+             "decoders.3.context.branches.3.0.offset.weight":
+                 "decoder.decoder_block4.dec_att.aspp_deforms.2.atrous_conv.offset_conv.weight",
+             "squeeze.0.context.fuse.1.running_var": "squeeze_module.0.dec_att.bn1.running_var",
+             "image_inputs.4.0.weight": "decoder.ipt_blk5.conv1.weight",
+             "gradient.2.attn.bias": "decoder.gdt_convs_attn_4.0.bias"}
+    for ours, theirs in pairs.items():
+        assert torch.equal(weights[ours], state[theirs]), ours
+    assert not any("relative_position_index" in k for k in weights)
