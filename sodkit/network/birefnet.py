@@ -18,8 +18,9 @@ released general model's). Levels are the backbone's four maps, strides 4-32, fi
 3. The finest decoded map is upsampled to the image size, joined with the image's own input
    block, and a 1x1 conv gives the logits. Every resize is bilinear with aligned corners.
 
-Outputs: ``logits``; in training, with side outputs on, ``aux``: the three coarser levels'
-logits (``ms_supervision``), coarse to fine; with ``out_ref`` and
+Outputs: ``logits``; with side outputs on, ``aux``: the three coarser levels' logits
+(``ms_supervision``; the original computes them in training only), coarse to fine; with
+``out_ref``, in training, and
 :meth:`BiRefNet.set_gradient_outputs` (for a loss that supervises them), ``gradient`` (each
 level's gradient logits, at its own size, coarse to fine) and ``gradient_target`` (the image's
 5x5 Laplacian times that level's upsampled side logits, at the image size: the original's
@@ -181,20 +182,22 @@ class BiRefNet(SODNetwork):
             if self.opts.dec_ipt_split else image
         return torch.cat([x, self.image_inputs[index](resize_aligned(source, x.shape[-2:]))], 1)
 
-    def _level(self, i: int, x: Tensor, image: Tensor, sides: bool
+    def _level(self, i: int, x: Tensor, image: Tensor, sides: bool, predict: bool
                ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """Decoder level ``i``: its map, side logits and gradient logits (when ``sides``)."""
+        """Decoder level ``i``: its map, side logits (``sides``) and gradient logits
+        (``predict``)."""
         p = self.decoders[i](self._with_image(x, image, i + 1))
         side = grad = None
         if i > 0 and self.side_heads and sides:
             side = self.side_heads[i - 1](p)
         if i > 0 and self.gradient:
-            p, grad = self.gradient[i - 1](p, sides)
+            p, grad = self.gradient[i - 1](p, predict)
         return p, side, grad
 
     def forward(self, image: Tensor) -> dict[str, Tensor | list[Tensor]]:
         feats = self._encode(image)
-        sides = self.training and (self.aux_outputs or self.gradient_outputs)
+        predict = self.training and self.gradient_outputs
+        sides = self.aux_outputs or predict  # the gradient targets need the side logits
         aux: list[Tensor] = []
         grads: list[Tensor] = []
         p: Tensor | None = None
@@ -202,7 +205,7 @@ class BiRefNet(SODNetwork):
             x = feats[i]
             if p is not None:
                 x = resize_aligned(p, x.shape[-2:]) + self.laterals[i](x)
-            p, side, grad = self._run(self._level, i, x, image, sides)
+            p, side, grad = self._run(self._level, i, x, image, sides, predict)
             aux += [side] if side is not None else []
             grads += [grad] if grad is not None else []
         finest = self._with_image(resize_aligned(p, image.shape[-2:]), image, 0)
