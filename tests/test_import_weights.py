@@ -91,7 +91,7 @@ def import_cli(fmt: str, source: Path, out: Path, *extra: str) -> int:
 
 
 def test_the_formats_are_registered():
-    assert format_names() == ["f3net-r50", "minet-r50"]
+    assert format_names() == ["birefnet", "f3net-r50", "minet-r50"]
     assert get_format("minet-r50").preprocess == "minet"
 
 
@@ -250,7 +250,7 @@ def test_the_output_is_checked_before_the_file_is_read(tmp_path, capsys):
     assert import_cli("f3net-r50", source, tmp_path / "model.pt") == 2
     assert "ends in .safetensors" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # argparse: an unknown format lists the known ones
-        import_cli("birefnet", source, tmp_path / "o.safetensors")
+        import_cli("u2net", source, tmp_path / "o.safetensors")
     assert "f3net-r50" in capsys.readouterr().err
 
 

@@ -9,6 +9,9 @@ from sodkit.config import ConfigError, LossCfg, ModelCfg
 from sodkit.loss import build_criterion
 from sodkit.network import NETWORKS, build_network
 
+FROZEN_BY_DEFAULT = {"birefnet": [f"gradient.{i}.pred.{leaf}" for i in range(3)
+                                   for leaf in ("weight", "bias")]}
+
 
 def _check_outputs(outputs: dict, batch: int, height: int, width: int) -> None:
     assert tuple(outputs["logits"].shape) == (batch, 1, height, width)
@@ -29,8 +32,12 @@ def test_forward_backward(name: str, size: tuple[int, int]) -> None:
     _check_outputs(outputs, 2, *size)
     total, _ = build_criterion(LossCfg())(outputs, mask)
     total.backward()
+    # frozen by design: BiRefNet's gradient predictions train only with a loss that supervises
+    # them (set_gradient_outputs); every other parameter of every network trains
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    assert frozen == FROZEN_BY_DEFAULT.get(name, [])
     backbone_ids = {id(p) for p in model.backbone.parameters()}
-    decoder = [p for p in model.parameters() if id(p) not in backbone_ids]
+    decoder = [p for p in model.parameters() if id(p) not in backbone_ids and p.requires_grad]
     assert decoder, "a network needs decoder parameters outside .backbone"
     for group in (list(model.backbone.parameters()), decoder):
         for param in group:

@@ -80,6 +80,23 @@ class DataCfg:
 
 
 @dataclass
+class BiRefNetCfg:
+    """``model.birefnet``: the original's model options (its config.py names); the defaults are
+    the released general model's. See sodkit/network/birefnet.py."""
+
+    mul_scl_ipt: Literal["", "add", "cat"] = "cat"  # the backbone also runs at half size
+    cxt_num: int = ranged(3, low=0, high=3)  # finer levels joined to the coarsest one
+    dec_ipt: bool = True  # image inputs to every decoder level
+    dec_ipt_split: bool = True  # ... as the image cut in patches stacked on channels
+    dec_att: Literal["", "ASPP", "ASPPDeformable"] = "ASPPDeformable"  # in every decoder block
+    squeeze_block: Literal["", "BasicDecBlk_x1", "ResBlk_x4", "ASPP_x3",
+                           "ASPPDeformable_x3"] = "BasicDecBlk_x1"
+    dec_blk: Literal["BasicDecBlk", "ResBlk"] = "BasicDecBlk"
+    ms_supervision: bool = True  # side outputs of the three coarser decoder levels
+    out_ref: bool = True  # gradient reference branch (attention; its maps in training)
+
+
+@dataclass
 class ModelCfg:
     name: str = "fpn"  # a registered network
     backbone: str = "resnet50"  # any timm model name that supports features_only
@@ -105,6 +122,7 @@ class ModelCfg:
     init_weights: Literal["ema", "model"] = "ema"
     # tensors left at their fresh initialisation, by dotted name prefix, e.g. [heads]
     init_exclude: list[str] = field(default_factory=list)
+    birefnet: BiRefNetCfg = field(default_factory=BiRefNetCfg)  # model.name: birefnet only
 
 
 @dataclass

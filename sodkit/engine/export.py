@@ -10,12 +10,15 @@ symbolic) two more sizes, neither a multiple of 32, are checked as well.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+from ..errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +56,28 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
     axes = {0: "batch", 2: "height", 3: "width"}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
-        torch.onnx.export(
-            model, (dummy,), str(path), dynamo=False, opset_version=opset,
-            input_names=["image"], output_names=["saliency"],
-            dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
+        try:
+            torch.onnx.export(
+                model, (dummy,), str(path), dynamo=False, opset_version=opset,
+                input_names=["image"], output_names=["saliency"],
+                dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
+        except torch.onnx.errors.UnsupportedOperatorError as exc:
+            raise UserError(unsupported_message(str(exc), opset)) from exc
+
+
+# operators ONNX export cannot write, and the setting that avoids them
+EXPORT_FRIENDLY = {"deform_conv2d": "birefnet: model.birefnet.dec_att ASPP or \"\" (a "
+                                    "different network: train it so)"}
+
+
+def unsupported_message(error: str, opset: int) -> str:
+    """One line naming the operator the exporter refused and, where known, the setting that
+    avoids it."""
+    match = re.search(r"operator\s+(?:with unrecognized namespace\s+)?'?([\w:.]+)'?", error)
+    operator = match.group(1) if match else "an operator"
+    hint = next((v for k, v in EXPORT_FRIENDLY.items() if k in operator), None)
+    return (f"export: the network uses {operator}, which ONNX export (opset {opset}) cannot "
+            f"write" + (f"; export-friendly setting: {hint}" if hint else ""))
 
 
 def check_parity(model: SaliencyModel, path: Path, sizes: list[tuple[int, int]],

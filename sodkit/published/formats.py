@@ -32,7 +32,9 @@ class Release:
     file: str  # the released file's name: MINet_Res50.pth
     recipe: str  # the published recipe under configs/: its config goes into the model file
     preprocess: str  # data.preprocess: the authors' inference pipeline
-    rename: Callable[[str], str]  # an original state-dict key -> sodkit's key
+    # an original state-dict key -> sodkit's key; "" for a tensor that holds no weights (a
+    # buffer the network recomputes, e.g. Swin's relative_position_index): dropped
+    rename: Callable[[str], str]
     download: str  # where the authors publish it
     # sodkit tensors the release has no counterpart for, by key prefix; they keep the
     # network's fresh initialisation (MINet's optional side heads)
