@@ -95,10 +95,10 @@ def _no_stop_deadline_left_armed():
 
 @pytest.fixture
 def run_cli(capfd, monkeypatch):
-    """``sodkit ARGS`` in folder ``cwd``, in the test process: its exit code, and what it wrote
-    on stdout and stderr (its log in the command's format, and what loader workers it forks
-    write). In this process rather than a fresh ``python -m sodkit``, whose start (importing
-    torch and sodkit) costs 2-3 s of CPU a call; what needs a real process (a signal from
+    """``sodkit ARGS`` (in folder ``cwd`` if given), in the test process: its exit code, and
+    what it wrote on stdout and stderr (its log in the command's format, and what loader
+    workers it forks write). In this process rather than a fresh ``python -m sodkit``, whose
+    start (importing torch and sodkit) costs 2-3 s of CPU a call; what needs a real process (a signal from
     outside, a resource limit, torchrun) keeps one."""
     import logging
     import subprocess
@@ -106,8 +106,9 @@ def run_cli(capfd, monkeypatch):
 
     from sodkit.cli import main
 
-    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-        monkeypatch.chdir(cwd)
+    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
         capfd.readouterr()
         root, handler = logging.getLogger(), logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))  # as sodkit.cli.main sets it

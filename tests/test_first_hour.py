@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 import subprocess
 import sys
@@ -13,34 +12,10 @@ import cv2
 import numpy as np
 import pytest
 
-from sodkit.cli import main
 from sodkit.text import noun_for, plural
 from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def run_cli(capfd, monkeypatch):
-    """``sodkit ARGS`` in the test process: exit code, stdout and stderr at the file-descriptor
-    level (so that what OpenCV or libpng print is seen), the log formatted as the command's."""
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        root, handler = logging.getLogger(), logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        level = root.level
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-        try:
-            code = main(list(args))
-        finally:
-            root.removeHandler(handler)
-            root.setLevel(level)
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out, err)
-
-    return run
 
 
 def test_plural_says_one_mask_and_two_masks() -> None:

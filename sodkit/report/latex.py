@@ -61,6 +61,18 @@ def _cell(value: float | None, rank: int | None, style: str, decimals: int) -> s
     return f"{STYLES[style][rank - 1]}{{{text}}}" if rank else text
 
 
+def table_head(style: str, caption: str, best_per: str, columns: str) -> list[str]:
+    """The lines of a table up to ``\\toprule``: the signature comment naming the packages and
+    the marks, the table environment, caption, label and the tabular's column spec."""
+    if style not in STYLES:
+        raise ValueError(f"unknown LaTeX style {style!r}; choose one of {', '.join(STYLES)}")
+    packages = "booktabs" + (", xcolor" if style == "colors" else "")
+    return [f"{SIGNATURE} (needs \\usepackage{{{packages}}}); best three per {best_per}: "
+            f"{STYLE_WORDS[style]}",
+            "\\begin{table}[t]", "\\centering", f"\\caption{{{escape(caption)}}}",
+            "\\label{tab:sod-results}", f"\\begin{{tabular}}{{{columns}}}", "\\toprule"]
+
+
 def latex_table(
     comparison: Comparison,
     datasets: Sequence[str],
@@ -79,16 +91,9 @@ def latex_table(
         decimals: digits shown; ranks compare the shown values.
         marks: cells to mark with a dagger (no significant difference with the baseline).
     """
-    if style not in STYLES:
-        raise ValueError(f"unknown LaTeX style {style!r}; choose one of {', '.join(STYLES)}")
     ranked = column_ranks(comparison, datasets, metrics, decimals)
     width = len(metrics)
-    packages = "booktabs" + (", xcolor" if style == "colors" else "")
-    lines = [f"{SIGNATURE} (needs \\usepackage{{{packages}}}); best three per column: "
-             f"{STYLE_WORDS[style]}",
-             "\\begin{table}[t]", "\\centering", f"\\caption{{{escape(caption)}}}",
-             "\\label{tab:sod-results}",
-             f"\\begin{{tabular}}{{l{'c' * width * len(datasets)}}}", "\\toprule"]
+    lines = table_head(style, caption, "column", f"l{'c' * width * len(datasets)}")
     groups = " & ".join(f"\\multicolumn{{{width}}}{{c}}{{{escape(d)}}}" for d in datasets)
     lines.append(f" & {groups} \\\\")
     lines.append(" ".join(f"\\cmidrule(lr){{{2 + i * width}-{1 + (i + 1) * width}}}"

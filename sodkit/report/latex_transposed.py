@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .latex import SIGNATURE, STYLE_WORDS, STYLES, _cell, escape, metric_header
+from .latex import _cell, escape, metric_header, table_head
 from .ranking import Comparison, column_ranks
 
 
@@ -31,16 +31,9 @@ def latex_table_transposed(
         style: ``fonts`` (bold / underline / italic) or ``colors`` (red / blue / green).
         decimals: digits shown; ranks compare the shown values.
     """
-    if style not in STYLES:
-        raise ValueError(f"unknown LaTeX style {style!r}; choose one of {', '.join(STYLES)}")
     ranked = column_ranks(comparison, datasets, metrics, decimals)
     methods = list(comparison)
-    packages = "booktabs" + (", xcolor" if style == "colors" else "")
-    lines = [f"{SIGNATURE} (needs \\usepackage{{{packages}}}); best three per row: "
-             f"{STYLE_WORDS[style]}",
-             "\\begin{table}[t]", "\\centering", f"\\caption{{{escape(caption)}}}",
-             "\\label{tab:sod-results}",
-             f"\\begin{{tabular}}{{ll{'c' * len(methods)}}}", "\\toprule",
+    lines = [*table_head(style, caption, "row", f"ll{'c' * len(methods)}"),
              " & ".join(["Dataset", "Metric", *(escape(m) for m in methods)]) + " \\\\"]
     for dataset in datasets:
         lines.append("\\midrule")
