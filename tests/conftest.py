@@ -98,8 +98,8 @@ def run_cli(capfd, monkeypatch):
     """``sodkit ARGS`` (in folder ``cwd`` if given), in the test process: its exit code, and
     what it wrote on stdout and stderr (its log in the command's format, and what loader
     workers it forks write). In this process rather than a fresh ``python -m sodkit``, whose
-    start (importing torch and sodkit) costs 2-3 s of CPU a call; what needs a real process (a signal from
-    outside, a resource limit, torchrun) keeps one."""
+    start (importing torch and sodkit) costs 2-3 s of CPU a call; what needs a real process
+    (a signal from outside, a resource limit, torchrun) keeps one."""
     import logging
     import subprocess
     import sys
