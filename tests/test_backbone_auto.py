@@ -24,7 +24,6 @@ def test_auto_is_the_default_and_parses() -> None:
     assert load_config(ROOT / "configs" / "duts_fpn_r50.yaml").model.out_indices == "auto"
     cfg = load_config(ROOT / "configs" / "demo.yaml", ["model.out_indices=null"])
     assert cfg.model.out_indices is None
-    assert load_config(ROOT / "configs" / "duts_f3net_r50.yaml").model.out_indices == [1, 2, 3, 4]
     with pytest.raises(ConfigError, match="model.out_indices"):
         load_config(ROOT / "configs" / "demo.yaml", ["model.out_indices=autoo"])
     with pytest.raises(ConfigError, match=r"model.out_indices.0: must be >= 0"):
@@ -33,7 +32,7 @@ def test_auto_is_the_default_and_parses() -> None:
 
 @pytest.mark.parametrize(("network", "backbone", "strides"), [
     ("fpn", "resnet18", [4, 8, 16, 32]),  # P2-P5, as the demo's [1, 2, 3, 4]
-    ("minet", "resnet18", [4, 8, 16, 32]),  # MINet_Res50's five levels: its recipe's null
+    ("minet", "resnet18", [2, 4, 8, 16, 32]),  # MINet_Res50's five levels
     ("f3net", "resnet18", [4, 8, 16, 32]),  # F3Net: out2..out5
     ("fpn", "convnext_atto", [4, 8, 16, 32]),
     ("f3net", "efficientnet_b0", [4, 8, 16, 32]),
@@ -42,6 +41,23 @@ def test_auto_is_the_default_and_parses() -> None:
 ])
 def test_auto_picks_the_network_strides(network: str, backbone: str, strides: list[int]) -> None:
     assert _strides(network, backbone) == strides
+
+
+@pytest.mark.parametrize(("recipe", "strides"), [
+    ("duts_minet_r50.yaml", [2, 4, 8, 16, 32]),  # MINet_Res50: all five levels
+    ("duts_f3net_r50.yaml", [4, 8, 16, 32]),  # F3Net: out2..out5
+    ("duts_fpn_r50.yaml", [4, 8, 16, 32]),
+    ("finetune_custom.yaml", [4, 8, 16, 32]),  # the demo's fpn
+    ("demo.yaml", [4, 8, 16, 32]),
+])
+def test_every_recipe_takes_its_original_levels_with_auto(recipe: str, strides: list[int]
+                                                          ) -> None:
+    """No recipe pins its levels, so swapping model.backbone needs no other key, and `auto`
+    still gives each published network the levels of its original code."""
+    cfg = load_config(ROOT / "configs" / recipe, ["model.pretrained=null",
+                                                  "model.init_from=null"])
+    assert cfg.model.out_indices == "auto"
+    assert build_network(cfg.model).backbone.strides == strides
 
 
 def test_explicit_out_indices_and_null_are_kept() -> None:

@@ -24,7 +24,7 @@ F3NET = ROOT / "configs" / "duts_f3net_r50.yaml"
 # utils/*.py; weijun88/F3Net src/train.py and dataset.py), as the issue lists them
 PUBLISHED = {
     MINET: {
-        "model.name": "minet", "model.out_indices": None, "data.batch_size": 4,
+        "model.name": "minet", "model.out_indices": "auto", "data.batch_size": 4,  # auto: 2-32
         "train.epochs": 50, "optim.name": "sgd", "optim.lr": 0.001, "optim.momentum": 0.9,
         "optim.weight_decay": 5e-4, "optim.backbone_lr_factor": 1.0, "optim.nesterov": False,
         "optim.lr_scaling": "none", "schedule.name": "poly", "schedule.power": 0.9,
@@ -35,7 +35,7 @@ PUBLISHED = {
         "runtime.precision": "fp32",
     },
     F3NET: {
-        "model.name": "f3net", "model.out_indices": [1, 2, 3, 4], "data.batch_size": 32,
+        "model.name": "f3net", "model.out_indices": "auto", "data.batch_size": 32,  # auto: 4-32
         "train.epochs": 32, "optim.name": "sgd", "optim.lr": 0.05, "optim.momentum": 0.9,
         "optim.nesterov": True, "optim.weight_decay": 5e-4, "optim.decay_all": True,
         "optim.backbone_lr_factor": 0.1, "optim.lr_scaling": "none",

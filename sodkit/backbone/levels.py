@@ -2,7 +2,7 @@
 ``feature_info`` for any family.
 
 Every network declares the strides it needs (:class:`StrideNeed`): the strides it must have and
-those it takes when the family gives them (``optional``: none of the built-in networks uses it).
+those it takes when the family gives them (``optional``: MINet's stride-2 level).
 The family's levels are read from a model built on the meta device (no memory, no weights,
 milliseconds), so the real model is then built with exactly the levels used. A family that
 lacks a required stride is refused with one line that says what it gives.
@@ -26,15 +26,17 @@ class StrideNeed:
     """The input-to-map strides a network's decoder takes, finest first."""
 
     required: tuple[int, ...] = (4, 8, 16, 32)
-    optional: tuple[int, ...] = ()  # taken when the family has them
+    optional: tuple[int, ...] = ()  # taken when the family has them (MINet's stride 2)
 
     def all(self) -> tuple[int, ...]:
         return tuple(sorted(set(self.required) | set(self.optional)))
 
 
-# fpn (P2-P5), minet and F3Net's code (out2..out5): strides 4-32; MINet_Res50's five levels
-# (strides 2-32) are its recipe's `out_indices: null`
+# fpn (P2-P5) and F3Net's code (out2..out5): strides 4-32
 STRIDES_4_TO_32 = StrideNeed(required=(4, 8, 16, 32))
+# MINet_Res50 takes all five ResNet levels, strides 2-32; a family without a stride-2 map
+# (Swin, ConvNeXt, a ViT pyramid) gives it 4-32, which its decoder takes as well
+STRIDES_2_TO_32 = StrideNeed(required=(4, 8, 16, 32), optional=(2,))
 
 
 def family_levels(name: str, kwargs: dict[str, Any]) -> list[tuple[int, int]]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..backbone import Backbone
-from ..backbone.levels import STRIDES_4_TO_32
+from ..backbone.levels import STRIDES_2_TO_32
 from ..config.schema import ModelCfg
 from ..module import AIM, SIM, ConvBNAct, resize_to
 from .base import NETWORKS, SODNetwork
@@ -39,7 +39,7 @@ class MINet(SODNetwork):
     outputs at their own resolutions, coarse to fine (empty when side outputs are off).
     """
 
-    STRIDES = STRIDES_4_TO_32  # what model.out_indices: auto picks (the recipe: null, all five)
+    STRIDES = STRIDES_2_TO_32  # model.out_indices: auto: ResNet's five levels, as MINet_Res50
 
     def __init__(self, cfg: ModelCfg) -> None:
         super().__init__()
