@@ -151,7 +151,7 @@ def test_aux_weights_must_give_one_weight_per_side_output() -> None:
     from sodkit.loss import build_criterion
     from sodkit.network import build_network
 
-    for name, sides in (("fpn", 3), ("minet", 3), ("f3net", 5)):
+    for name, sides in (("fpn", 3), ("minet", 4), ("f3net", 5)):  # minet: ResNet strides 2-32
         cfg = load_config(DEMO, [f"model.name={name}", "loss.aux_weights=[1, 1]"])
         net = build_network(cfg.model)
         assert net.side_outputs == sides
