@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -86,11 +87,12 @@ def test_optional_strides_are_taken_where_the_family_has_them() -> None:
 
 
 def test_a_size_the_family_cannot_take_is_one_line_naming_the_fix(capsys) -> None:
-    """MaxViT's windows fix its input size: `sodkit info` at 64 px says what to set."""
+    """MaxViT's windows fix its input size: built for 224 px (an explicit size key), `sodkit
+    info` at 64 px says what to set."""
     from sodkit.cli import main
 
     code = main(["info", str(ROOT / "configs" / "demo.yaml"), "model.backbone=maxvit_tiny_tf_224",
-                 "model.pretrained=null", "data.size=64"])
+                 "model.pretrained=null", "data.size=64", "model.backbone_kwargs={img_size: 224}"])
     err = capsys.readouterr().err
     assert code == 2
     lines = [ln for ln in err.splitlines() if "error:" in ln]
@@ -100,3 +102,32 @@ def test_a_size_the_family_cannot_take_is_one_line_naming_the_fix(capsys) -> Non
     assert main(["info", str(ROOT / "configs" / "demo.yaml"), "model.backbone=maxvit_tiny_tf_224",
                  "model.pretrained=null", "data.size=64",
                  "model.backbone_kwargs={img_size: 64}"]) == 0
+
+
+def test_a_fixed_size_family_is_built_for_data_size_with_no_extra_key(capsys) -> None:
+    """MaxViT / CoAtNet take `img_size` from `data.size` (sodkit/config/fixed_size.py), so the
+    published recipes run on them with model.backbone alone; multi-scale is refused in one
+    line."""
+    import timm
+
+    from sodkit.cli import main
+    from sodkit.config.fixed_size import is_fixed_size
+
+    # the names sodkit recognises are exactly timm's maxxvit module
+    fixed = set(timm.list_models(module="maxxvit"))
+    assert fixed and all(is_fixed_size(name) for name in fixed)
+    assert not any(is_fixed_size(name) for name in set(timm.list_models()) - fixed)
+
+    cfg = load_config(ROOT / "configs" / "duts_minet_r50.yaml",
+                      ["model.backbone=maxvit_tiny_tf_224.in1k", "data.size=96"])
+    assert cfg.model.backbone_kwargs == {"img_size": 96}
+    cfg = dataclasses.replace(cfg.model, pretrained=None, decoder_channels=8)
+    assert build_network(cfg).backbone.strides == [2, 4, 8, 16, 32]
+    assert main(["info", str(ROOT / "configs" / "demo.yaml"), "model.backbone=test_maxvit",
+                 "model.pretrained=null", "data.size=64"]) == 0
+
+    code = main(["info", str(ROOT / "configs" / "duts_f3net_r50.yaml"),
+                 "model.backbone=coatnet_0_rw_224", "model.pretrained=null"])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert code == 2 and len(lines) == 1
+    assert "data.size_list: coatnet_0_rw_224 is built for one input size" in lines[0]

@@ -16,6 +16,7 @@ from typing import Any
 import timm
 import torch
 
+from ..config.fixed_size import SIZE_KEYS
 from ..config.loader import ConfigError
 
 AUTO = "auto"  # model.out_indices value
@@ -79,7 +80,6 @@ class LevelPlan:
     plain: bool = False
 
 
-SIZE_KEYS = ("img_size", "dynamic_img_size", "strict_img_size")
 
 
 def plan_levels(name: str, out_indices: Any, kwargs: dict[str, Any], need: StrideNeed
