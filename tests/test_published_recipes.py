@@ -43,7 +43,7 @@ PUBLISHED = {
         "schedule.warmup_epochs": 0.0, "data.size": 352,
         "data.size_list": [224, 256, 288, 320, 352], "data.crop": 0.125, "data.hflip": 0.5,
         "data.rotation": 0.0, "data.color_jitter": 0.0, "data.binarize": None,
-        "model.freeze": ["backbone.body.conv1", "backbone.body.bn1"],
+        "model.freeze": ["backbone.stem"],  # ResNet: conv1, bn1 (below)
         "loss.terms": {"structure": {"weight": 1.0, "weighted_bce": False, "smooth": 1.0}},
         "loss.main_weight": 0.5, "loss.aux_weights": [0.0625, 0.125, 0.25, 0.5, 0.5],
         "loss.aux_upsample": True, "runtime.precision": "fp16",

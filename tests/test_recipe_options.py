@@ -85,6 +85,23 @@ def test_freeze_by_prefix_leaves_the_stem_out_of_training() -> None:
                                freeze=["backbone.conv1"]))
 
 
+@pytest.mark.parametrize(("backbone", "stem"), [
+    ("resnet18", {"conv1.weight", "bn1.weight", "bn1.bias"}),  # F3Net's conv1 / bn1
+    ("efficientnet_b0", {"conv_stem.weight", "bn1.weight", "bn1.bias"}),
+    ("convnext_atto", {"stem_0.weight", "stem_0.bias", "stem_1.weight", "stem_1.bias"}),
+    ("pvt_v2_b0", {"patch_embed.proj.weight", "patch_embed.proj.bias",
+                   "patch_embed.norm.weight", "patch_embed.norm.bias"}),
+])
+def test_freeze_backbone_stem_is_the_familys_stem(backbone: str, stem: set[str]) -> None:
+    """`model.freeze: [backbone.stem]` (F3Net's recipe) names the stem as timm's group_matcher
+    does, so the recipe runs on any family with no other key."""
+    net = build_network(ModelCfg(name="f3net", backbone=backbone, decoder_channels=8,
+                                 freeze=["backbone.stem"]))
+    frozen = {name for name, p in net.named_parameters() if not p.requires_grad}
+    assert frozen == {f"backbone.body.{name}" for name in stem}
+    assert not net.backbone.frozen
+
+
 def test_random_crop_bounds_and_alignment() -> None:
     image = np.arange(80 * 64 * 3, dtype=np.int64).reshape(80, 64, 3).astype(np.uint8)
     mask = np.arange(80 * 64, dtype=np.int64).reshape(80, 64)

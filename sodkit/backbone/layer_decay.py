@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 Rule = tuple[float, bool]
 
 
-def _probe(name: str, kwargs: dict[str, Any]) -> nn.Module | None:
+def meta_model(name: str, kwargs: dict[str, Any]) -> nn.Module | None:
+    """timm's classifier model of the family, on the meta device (no memory, no weights): what
+    timm knows about its layers; None when it cannot be built."""
     try:
         with torch.device("meta"):
             return timm.create_model(name, pretrained=False, **kwargs)
@@ -41,7 +43,7 @@ def encoder_rules(body: nn.Module, name: str, kwargs: dict[str, Any],
     with ``layer_decay`` (None: 1, scales all 1) and the model's ``no_weight_decay`` list.
     Parameters timm's model does not have (none in practice) are left out: the caller uses its
     plain rules for them."""
-    probe = _probe(name, kwargs)
+    probe = meta_model(name, kwargs)
     if probe is None:
         return {}
     no_decay = sorted(probe.no_weight_decay()) if hasattr(probe, "no_weight_decay") else []

@@ -19,6 +19,7 @@ from ..config.schema import ModelCfg
 from ..errors import UserError
 from . import checkpointing
 from .layer_decay import Rule, encoder_rules
+from .stem import stem_parameter_names
 from .levels import STRIDES_4_TO_32, StrideNeed, plan_levels
 from .pyramid import SimpleFeaturePyramid, fix_vit_input_size
 from .weights import load_matching
@@ -105,6 +106,13 @@ class Backbone(nn.Module):
         params = dict(self.body.named_parameters())
         rules = encoder_rules(self.body, self.name, self._timm_kwargs, layer_decay)
         return {id(params[n]): rule for n, rule in rules.items()}
+
+    def stem_parameters(self) -> dict[str, nn.Parameter]:
+        """The family's stem as timm names it (``model.freeze: [backbone.stem]``), by
+        parameter name under ``backbone.body``."""
+        params = dict(self.body.named_parameters())
+        return {f"backbone.body.{n}": params[n]
+                for n in stem_parameter_names(self.body, self.name, self._timm_kwargs)}
 
     @classmethod
     def from_cfg(cls, cfg: ModelCfg, need: StrideNeed = STRIDES_4_TO_32) -> Backbone:

@@ -31,6 +31,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from ..backbone.stem import STEM
 from ..config.loader import ConfigError
 from ..config.ranges import check_ranges
 from ..config.schema import ModelCfg
@@ -67,7 +68,14 @@ def freeze_parameters(net: nn.Module, prefixes: list[str]) -> None:
     that matches nothing is a config error naming the closest module, before any training."""
     named = dict(net.named_parameters())
     for prefix in prefixes:
-        hits = [p for name, p in named.items() if name == prefix or name.startswith(prefix + ".")]
+        if prefix == STEM:  # the family's stem, as timm names it (sodkit/backbone/stem.py)
+            hits = list(net.backbone.stem_parameters().values())
+            if not hits:
+                raise ConfigError(f"model.freeze: {prefix!r}: timm names no stem for "
+                                  f"{_network_name(net)}; name its parameters instead")
+        else:
+            hits = [p for name, p in named.items()
+                    if name == prefix or name.startswith(prefix + ".")]
         if not hits:
             modules = [name for name, _ in net.named_modules() if name]
             close = difflib.get_close_matches(prefix, modules + list(named), n=1, cutoff=0.5)
