@@ -19,9 +19,9 @@ from ..config.schema import ModelCfg
 from ..errors import UserError
 from . import checkpointing
 from .layer_decay import Rule, encoder_rules
-from .stem import stem_parameter_names
 from .levels import STRIDES_4_TO_32, StrideNeed, plan_levels
 from .pyramid import SimpleFeaturePyramid, fix_vit_input_size
+from .stem import stem_parameter_names
 from .weights import load_matching
 
 HUB = "timm"  # model.pretrained value: timm's own ImageNet weights (downloaded to its cache)
