@@ -184,10 +184,11 @@ def _run_dataset(
 ) -> tuple[SODMetrics, list[list[np.ndarray]]]:
     from ..imageio import read_image_at
     from ..metrics.families import reads_images
+    from ..metrics.keys import families_with
     from .postprocess import postprocess_of, predict_scores  # it imports this module
 
     post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
-    metrics = SODMetrics(families=cfg.eval.compute)
+    metrics = SODMetrics(families=families_with(cfg.eval.compute, cfg.eval.metric))
     with_images = reads_images(metrics.families)  # CCM: each GT's image, read at its size
     samples: list[tuple[str, list[np.ndarray]]] = []  # (stem, image | GT | prediction)
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
