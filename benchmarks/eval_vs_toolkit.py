@@ -280,9 +280,11 @@ def main() -> None:
     text = report(rounds, fixed, len(METHODS) * gts, gts, ran, workers)
     print(text)
     if args.write:
+        source = ("" if args.toolkit_source == TOOLKIT_URL
+                  else f" --toolkit-source {args.toolkit_source}")
         header = (f"### sodkit eval against PySODEvalToolkit\n\nCommand: `.venv/bin/python "
-                  f"benchmarks/eval_vs_toolkit.py --pairs {args.pairs} --rounds {args.rounds} "
-                  f"--write` ({platform.machine()}, {os.cpu_count()} cores, load average "
+                  f"benchmarks/eval_vs_toolkit.py --pairs {args.pairs} --rounds {args.rounds}"
+                  f"{source} --write` ({platform.machine()}, {os.cpu_count()} cores, load average "
                   f"{load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end, "
                   f"{time.strftime('%Y-%m-%d %H:%M')}). Wall and CPU time of each fresh process "
                   f"(start and imports included, every descendant's CPU), rounds alternating "

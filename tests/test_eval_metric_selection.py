@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,7 @@ def test_training_keeps_the_checkpoint_of_the_lowest_hce(data_root, tmp_path):
     with open(run / "results_per_image.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 6 and all(float(row["HCE"]) >= 0 and row["mBA"] for row in rows)
+    log = (run / "train.log").read_text()  # the log lines show the families after the five
+    assert re.search(r"epoch 0 \(the starting model\): DUTS-TE: MAE [\d.]+, .*maxEm [\d.]+, "
+                     r"HCE [\d.]+, mBA ([\d.]+|nan)\n", log), log[-2000:]
+    assert re.search(r"INFO DUTS-TE: MAE [\d.]+, .*maxEm [\d.]+, HCE [\d.]+, mBA", log)

@@ -312,10 +312,10 @@ def write_eval_outputs(result: EvalResult, run_dir: Path | OutputFolder,
     if samples is not None:
         outputs.write_bytes(run_dir / "samples.png", png_with_text(encode_rgb(samples[0]),
                                                                    samples[1]))
+    from ..metrics.keys import summary_line
+
     for name, values in scalars.items():
-        shown = ", ".join(f"{k} {values[k]:.4f}" for k in
-                          ("MAE", "Smeasure", "wFmeasure", "maxFm", "maxEm") if k in values)
-        logger.info("%s: %s", name, shown)
+        logger.info("%s: %s", name, summary_line(values))
     if report:
         write_run_report(outputs)
 

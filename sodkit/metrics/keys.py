@@ -41,3 +41,13 @@ def families_with(compute: Iterable[str] | str | None, metric: str) -> tuple[str
     owner = family_of(metric)
     return resolve(chosen + ([owner] if owner else []))
 
+
+
+SUMMARY_KEYS = ("MAE", "Smeasure", "wFmeasure", "maxFm", "maxEm")  # a log line's standard set
+
+
+def summary_line(values: dict[str, float]) -> str:
+    """A dataset's numbers for a log line: the usual five, then every computed family key
+    (a DIS run's HCE, maxBIoU, mBA ...), which would otherwise be in the files alone."""
+    keys = [*SUMMARY_KEYS, *family_keys()]
+    return ", ".join(f"{key} {values[key]:.4f}" for key in keys if key in values)
