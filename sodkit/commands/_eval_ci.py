@@ -58,9 +58,6 @@ def options(args: argparse.Namespace, methods: Sequence[str]) -> CiOptions | Non
     if args.latex_ci and not (args.latex and args.baseline):
         raise UserError("--latex-ci marks the LaTeX table's values that do not differ "
                         "significantly from a baseline: add --latex FILE.tex and --baseline NAME")
-    if args.latex_ci and args.latex_transpose:
-        raise UserError("--latex-ci marks the rows of the usual table; leave out "
-                        "--latex-transpose or --latex-ci")
     if not (args.ci or args.baseline):
         return None
     if args.baseline is not None and args.baseline not in methods:
