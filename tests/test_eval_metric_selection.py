@@ -35,6 +35,12 @@ def test_every_key_selects_checkpoints_the_way_tables_rank_it():
         assert CheckpointManager.is_better(3.0, {"value": 2.0}, key) != lower, key
 
 
+def test_a_nan_score_picks_no_checkpoint_and_says_so(caplog):
+    """mBA is NaN on a dataset with a GT without boundary (empty or full), as in BiRefNet."""
+    assert not CheckpointManager.is_better(float("nan"), None, "mBA")
+    assert "eval.metric mBA is nan: it picks no best.pt this time" in caplog.text
+
+
 def test_the_metrics_family_is_computed_with_the_others():
     assert families_with(["mBA"], "HCE") == ("HCE", "mBA")  # registry order
     assert families_with([], "maxBIoU") == ("BIoU",)

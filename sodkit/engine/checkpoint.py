@@ -183,7 +183,10 @@ class CheckpointManager:
 
     @staticmethod
     def is_better(value: float, best: dict[str, Any] | None, metric: str) -> bool:
+        """Whether ``value`` beats the best so far in ``metric``'s direction; a NaN never does,
+        and says so (mBA is NaN when a GT has no boundary: best.pt would silently stay)."""
         if not math.isfinite(value):
+            logger.warning("eval.metric %s is %s: it picks no best.pt this time", metric, value)
             return False
         if best is None:
             return True
