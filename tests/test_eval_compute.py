@@ -139,3 +139,42 @@ def test_eval_reads_the_images_for_ccm(folders, tmp_path, capsys):
     assert main([*base, "--images", str(images), "--out", str(tmp_path / "o3")]) == 2
     # the GT folder's generic name ("gt") gives way to its parent's (#28)
     assert f"no image for 1 GT stem of {tmp_path.name}: im3" in capsys.readouterr().err
+
+
+def test_per_image_csv_holds_each_images_family_values(folders, tmp_path):
+    """results_per_image.csv gains a column per computed family key, before the file columns:
+    each image's own value (HCE, mBA: PySODMetrics' / BiRefNet's per-image value; BIoU: max and
+    mean of the image's own curve), whose column mean is the dataset's number; a method that
+    lacks an image (--allow-missing) has no row for it, and `sodkit report` reads them back."""
+    from sodkit.report import read_per_image_csv
+
+    (folders["a"] / "im4.png").unlink()  # method B has every image, A all but im4
+    b = folders["gt"].parent / "b"
+    b.mkdir()
+    for path in sorted(folders["gt"].glob("*.png")):
+        gt = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+        assert cv2.imwrite(str(b / path.name), cv2.GaussianBlur(gt, (9, 9), 3))
+    out = tmp_path / "out"
+    assert main(["eval", "--gt", str(folders["gt"]), "--pred", f"A={folders['a']}", "--pred",
+                 f"B={b}", "--out", str(out), "--compute", "HCE,BIoU,mBA", "--workers", "1",
+                 "--allow-missing"]) == 0
+    header = (out / "results_per_image.csv").read_text().splitlines()[0].split(",")
+    assert header[-7:] == ["HCE", "maxBIoU", "meanBIoU", "mBA", "image", "gt", "prediction"]
+    assert "siMAE" not in header and "CM" not in header  # only the families computed
+    rows = read_per_image_csv(out / "results_per_image.csv")
+    results = json.loads((out / "results.json").read_text())
+    for method, folder in (("A", folders["a"]), ("B", b)):
+        mine = [row for row in rows if row["method"] == method]
+        pairs = _pairs(folders["gt"], folder)[:4 if method == "A" else 5]  # A lacks im4
+        assert [row["stem"] for row in mine] == [f"im{i}" for i in range(len(pairs))]
+        assert [row["HCE"] for row in mine] == reference_hce(pairs)[1]
+        for row, pair in zip(mine, pairs, strict=True):
+            assert row["mBA"] == birefnet_mba([pair])
+            curve = birefnet_biou([pair])
+            assert row["maxBIoU"] == pytest.approx(curve["maxBIoU"], abs=1e-15)
+            assert row["meanBIoU"] == pytest.approx(curve["meanBIoU"], abs=1e-15)
+        for key in ("HCE", "mBA"):  # means of the column, as the references average
+            assert np.mean([row[key] for row in mine]) == results[method][key], (method, key)
+    assert main(["report", str(out), "--out", str(tmp_path / "r.html"), "--metrics",
+                 "maxFm,maxBIoU"]) == 0
+    assert "maxBIoU" in (tmp_path / "r.html").read_text()

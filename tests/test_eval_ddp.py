@@ -3,7 +3,9 @@ shard of every dataset, rank 0 merges and writes, and every file equals the one-
 byte for byte; a file that does not decode on one rank ends the whole job with one line.
 
 Two datasets of odd sizes (7 and 5 images, uneven shards 4 + 3 and 3 + 2) and two methods, one
-of them at other sizes than the GT (the resize path).
+of them at other sizes than the GT (the resize path). The same launch (``tests/commands_entry.py``)
+then evaluates video datasets with ``--groups --allow-missing``: a method that lacks frames of
+both ranks' shards, and a whole dataset.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sodkit.cli import main
 from sodkit.config import RuntimeCfg
 from sodkit.metrics.testing import realistic_pair
 from tests import processes
+from tests.commands_entry import joined
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = {"X": 7, "Y": 5}
@@ -34,10 +37,15 @@ LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
 
+GROUPS = {"V": {"g1": 5, "g2": 4}, "W": {"g3": 3}}  # video datasets: frames per group
+LACKING = ("V/g1/frame2.png", "V/g2/frame4.png")  # method m's, in rank 0's and rank 1's shard
+
+
 def torchrun(*args: str) -> subprocess.CompletedProcess:
+    """``args`` (a module's ``-m NAME ...`` or a script's path and arguments) in 2 processes."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
     return processes.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                          "--nproc_per_node=2", "-m", "sodkit", *args], cwd=ROOT, env=env)
+                          "--nproc_per_node=2", *args], cwd=ROOT, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +62,17 @@ def inputs(tmp_path_factory) -> Path:
                                   (root / "preds/b" / dataset, small)):
                 folder.mkdir(parents=True, exist_ok=True)
                 assert cv2.imwrite(str(folder / f"im{i:02d}.png"), image)
+    for dataset, groups in GROUPS.items():  # video/{gt,a,m}/<dataset>/<group>/frameN.png
+        for group, count in groups.items():
+            for frame in range(1, count + 1):
+                pred, gt = realistic_pair(rng, 32 + frame % 3, 40)
+                for method, image in (("gt", gt), ("a", pred), ("m", 255 - pred)):
+                    path = root / "video" / method / dataset / group / f"frame{frame}.png"
+                    if method == "m" and (dataset == "W" or path.relative_to(
+                            root / "video" / "m").as_posix() in LACKING):
+                        continue  # m lacks two frames of V and the whole of W
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    assert cv2.imwrite(str(path), image)
     return root
 
 
@@ -63,10 +82,19 @@ def eval_args(root: Path, out: Path) -> list[str]:
             "--out", str(out)]
 
 
+def grouped_args(root: Path, out: Path) -> list[str]:
+    gts = [arg for name in GROUPS for arg in ("--gt", f"{name}={root / 'video/gt' / name}")]
+    return ["eval", *gts, "--pred", f"a={root / 'video/a'}", "--pred", f"m={root / 'video/m'}",
+            "--groups", "--allow-missing", "--compute", "HCE,BIoU", "--out", str(out)]
+
+
 def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, tmp_path):
     families = ["--compute", "all"]  # the optional metric families merge as exactly
     assert main([*eval_args(inputs, tmp_path / "one"), *families]) == 0
-    proc = torchrun(*eval_args(inputs, tmp_path / "two"), *families)
+    assert main(grouped_args(inputs, tmp_path / "one_groups")) == 0
+    runs = [[*eval_args(inputs, tmp_path / "two"), *families],
+            grouped_args(inputs, tmp_path / "two_groups")]  # one launch: its start costs most
+    proc = torchrun(str(ROOT / "tests" / "commands_entry.py"), *joined(*runs))
     assert proc.returncode == 0, proc.stderr[-4000:]
     # the images were split, each measured once: rank 0 reports the gathered record counts
     assert "X: 7 images measured by 2 processes (4 + 3)" in proc.stderr, proc.stderr[-3000:]
@@ -82,6 +110,29 @@ def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, tmp_path):
         assert len(rows) == 1 + 2 * DATASETS[dataset]  # header + every image once per method
     for name in ("results.json", "evaluation.json"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    _check_groups_with_missing(proc.stderr, tmp_path / "one_groups", tmp_path / "two_groups")
+
+
+def _check_groups_with_missing(stderr: str, one: Path, two: Path) -> None:
+    """--groups --allow-missing under torchrun: the one-process files, byte for byte; m scored
+    on the 7 frames of V it has, skipped on W, each said once (by rank 0)."""
+    for dataset in GROUPS:
+        for name in FILES:
+            assert (one / dataset / name).read_bytes() == (two / dataset / name).read_bytes(), (
+                dataset, name)
+    for name in ("results.json", "evaluation.json"):
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
+    results = json.loads((two / "results.json").read_text())
+    assert set(results) == {"V/a", "V/m", "W/a"}  # m skipped on W
+    assert {"HCE", "maxBIoU"} <= set(results["V/m"])
+    rows = (two / "V" / "results_per_image.csv").read_text().splitlines()
+    stems = [row.split(",")[2] for row in rows[1:] if row.split(",")[1] == "m"]
+    assert len(stems) == 7 and "g1/frame2" not in stems and "g2/frame4" not in stems
+    assert len(rows) == 1 + 9 + 7
+    said = [line for line in stderr.splitlines() if "(--allow-missing)" in line]
+    assert len(said) == 2, said  # rank 0 alone, once each
+    assert "method 'm': 2 of 9 predictions missing for dataset V; evaluated on the 7" in said[0]
+    assert "method 'm': no folder for dataset W" in said[1]
 
 
 def test_a_bad_file_on_one_rank_ends_every_rank_with_one_line(inputs, tmp_path):
@@ -90,7 +141,7 @@ def test_a_bad_file_on_one_rank_ends_every_rank_with_one_line(inputs, tmp_path):
     bad = root / "preds/b/X/im06.png"  # index 6 of 7: rank 1's shard (4..6) only
     bad.write_bytes(bad.read_bytes()[:60])
     start = time.monotonic()
-    proc = torchrun(*eval_args(root, tmp_path / "out"))
+    proc = torchrun("-m", "sodkit", *eval_args(root, tmp_path / "out"))
     elapsed = time.monotonic() - start
     assert proc.returncode != 0
     # rank 0 does not wait for the collective timeout (runtime.dist_timeout_s): the job ends

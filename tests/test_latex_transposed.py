@@ -56,3 +56,34 @@ def test_report_writes_the_transposed_table(tmp_path: Path):
     assert header == ["Dataset", "Metric", *results]
     assert [row[0] for row in rows] == ["D1", "", "D2", ""]
     assert re.search(r"\d+\.\d+", rows[0][2]).group() == f"{results['ours']['MAE']:.3f}"
+
+
+def test_latex_ci_marks_the_transposed_table_too(tmp_path: Path):
+    """`eval --latex-ci --latex-transpose`: the cells of a method not significantly different
+    from the baseline carry the dagger in its column, and the note is under the table."""
+    import cv2
+    import numpy as np
+
+    from sodkit.metrics.testing import realistic_pair
+
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        pred, gt = realistic_pair(rng, 40, 50)
+        for name, image in (("gt", gt), ("good", gt), ("fair", pred), ("copy", pred)):
+            (tmp_path / name).mkdir(exist_ok=True)
+            assert cv2.imwrite(str(tmp_path / name / f"im{i}.png"), image)
+    tex = tmp_path / "table.tex"
+    assert main(["eval", "--gt", str(tmp_path / "gt"), *(a for m in ("good", "fair", "copy")
+                                                         for a in ("--pred", str(tmp_path / m))),
+                 "--out", str(tmp_path / "out"), "--baseline", "fair", "--ci-resamples", "200",
+                 "--latex", str(tex), "--latex-ci", "--latex-transpose",
+                 "--metrics", "MAE,maxFm"]) == 0
+    header, *rows = rows_of(tex.read_text())
+    assert header == ["Dataset", "Metric", "good", "fair", "copy"] and len(rows) == 2
+    for row in rows:  # copy: the baseline's maps again; good: a perfect method
+        assert row[4].endswith("$^\\dagger$") and "dagger" not in row[2] + row[3], row
+    assert "not significantly different from fair" in tex.read_text()
+    page, again = tmp_path / "page.html", tmp_path / "again.tex"  # the report writes it alike
+    assert main(["report", str(tmp_path / "out"), "--out", str(page), "--latex", str(again),
+                 "--latex-ci", "--latex-transpose", "--metrics", "MAE,maxFm"]) == 0
+    assert rows_of(again.read_text()) == [header, *rows]

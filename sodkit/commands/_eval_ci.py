@@ -1,6 +1,8 @@
 """``sodkit eval --ci`` and ``--baseline NAME``: a 95% interval per dataset, method and metric,
 and each method's paired comparison with the baseline (``sodkit.metrics.bootstrap``), written as
 ``ci.json`` and ``ci.csv`` beside each dataset's ``results.json`` and printed under its table.
+With ``--groups`` the groups (videos, co-salient groups) are resampled, as the dataset's numbers
+are averages over groups.
 
 The bootstrap runs on rank 0 after the merge, from the same per-image records as the results, so
 the intervals belong to exactly the numbers printed; the seed fixes the draws.
@@ -58,9 +60,6 @@ def options(args: argparse.Namespace, methods: Sequence[str]) -> CiOptions | Non
     if args.latex_ci and not (args.latex and args.baseline):
         raise UserError("--latex-ci marks the LaTeX table's values that do not differ "
                         "significantly from a baseline: add --latex FILE.tex and --baseline NAME")
-    if args.latex_ci and args.latex_transpose:
-        raise UserError("--latex-ci marks the rows of the usual table; leave out "
-                        "--latex-transpose or --latex-ci")
     if not (args.ci or args.baseline):
         return None
     if args.baseline is not None and args.baseline not in methods:
@@ -69,14 +68,37 @@ def options(args: argparse.Namespace, methods: Sequence[str]) -> CiOptions | Non
     return CiOptions(args.ci_resamples, args.ci_seed, args.baseline)
 
 
-def write_ci(out_dir: Path, metrics: dict[str, SODMetrics], chosen: CiOptions,
-             folder: OutputFolder, shown: Sequence[str]) -> tuple[dict[str, Any], str]:
-    """Bootstrap one dataset's methods, write ``ci.json`` / ``ci.csv``; the result and the text
-    to print."""
-    from ..metrics.bootstrap import bootstrap
+def check_same_images(dataset: str, preds: dict[str, dict[str, Any]], total: int) -> None:
+    """Before any image is measured: the bootstrap resamples images every method has (its
+    comparisons are paired), so with ``--allow-missing`` a method lacking some is refused."""
+    for method, files in preds.items():
+        if len(files) < total:
+            raise UserError(f"--ci resamples the images every method has; method {method!r} "
+                            f"lacks {total - len(files)} of {total} in dataset {dataset} "
+                            f"(--allow-missing): leave out --ci, that method, or those images "
+                            f"(--list)")
 
-    result = bootstrap({m: metric.records() for m, metric in metrics.items()},
-                       chosen.resamples, chosen.seed, baseline=chosen.baseline)
+
+def write_ci(out_dir: Path, metrics: dict[str, SODMetrics], chosen: CiOptions,
+             folder: OutputFolder, shown: Sequence[str],
+             grouped: tuple[list[str], dict[str, dict[str, Any]]] | None = None
+             ) -> tuple[dict[str, Any], str]:
+    """Bootstrap one dataset's methods, write ``ci.json`` / ``ci.csv``; the result and the text
+    to print. ``grouped`` (``--groups``): the dataset's sorted ``group/stem`` keys and each
+    method's numbers (averages over groups); the groups are resampled then."""
+    import numpy as np
+
+    from ..metrics.bootstrap import bootstrap
+    from ._eval_groups import SEPARATOR
+
+    records = {m: metric.records() for m, metric in metrics.items()}
+    groups, points = None, None
+    if grouped is not None:
+        stems, points = grouped
+        labels = np.array([stem.split(SEPARATOR, 1)[0] for stem in stems])
+        groups = labels[next(iter(records.values())).index]
+    result = bootstrap(records, chosen.resamples, chosen.seed, baseline=chosen.baseline,
+                       groups=groups, points=points)
     folder.write_text(out_dir / "ci.json", json.dumps(result, indent=1) + "\n")
     folder.write_text(out_dir / "ci.csv", _csv(result))
     return result, _printed(result, shown)
@@ -117,8 +139,10 @@ def _printed(result: dict[str, Any], shown: Sequence[str]) -> str:
     """The intervals (``value [low, high]``) and, with a baseline, the differences (``*``: the
     interval excludes 0)."""
     level = f"{result['level']:.0%}"
+    drawn = (f"{result['groups']} groups ({result['images']} images)" if "groups" in result
+             else f"{result['images']} images")
     head = (f"{level} intervals: percentile bootstrap, {result['resamples']} resamples of "
-            f"{result['images']} images, seed {result['seed']}")
+            f"{drawn}, seed {result['seed']}")
     rows = {method: [f"{_number(keys[k]['value'])} [{_number(keys[k]['low'])}, "
                      f"{_number(keys[k]['high'])}]" for k in shown]
             for method, keys in result["intervals"].items()}

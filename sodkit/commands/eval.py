@@ -196,7 +196,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     also every input folder (for the checks of what may be written)."""
     from ..imageio import list_images
     from ..paths import check_not_input, inside
-    from ._eval_ci import options
+    from ._eval_ci import check_same_images, options
     from ._eval_groups import check_group_options, group_matcher, list_groups
     from ._eval_images import assign_images
     from ._eval_select import keep_listed, pair_method, select, stem_lists
@@ -219,9 +219,6 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     lists = stem_lists(args.stem_list, kept, len(args.gt) > 1, _split)
     check_group_options(args, families)
     ci = options(args, [method.name for method in methods])
-    if ci is not None and args.groups:
-        raise UserError("--ci resamples the images of a dataset; with --groups the numbers are "
-                        "averages over groups, which it does not resample: leave out one of them")
     out = Path(args.out)
     jobs = []
     for (name, folder), label in zip(gts, kept, strict=True):
@@ -236,6 +233,8 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
                   curves=args.curves, groups=args.groups)
         for method in methods:
             pair_method(job, method, name, args.allow_missing, _listed, match)
+        if ci is not None:
+            check_same_images(label, job.preds, len(job.gts))
         if job.preds:
             jobs.append(job)
         else:
@@ -376,7 +375,9 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     if job.ci is not None:
         from ._eval_ci import write_ci
 
-        job.ci_result, text = write_ci(job.out_dir, metrics, job.ci, folder.folder, columns)
+        grouped = (sorted(job.gts), results) if job.groups else None  # groups resampled
+        job.ci_result, text = write_ci(job.out_dir, metrics, job.ci, folder.folder, columns,
+                                       grouped)
         print(text)
     return table
 

@@ -73,9 +73,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--ci: none of the folders holds a ci.json; evaluate with sodkit eval "
                         "--ci (the report cannot recompute intervals: the folders keep no "
                         "per-image histograms)")
-    if args.latex_ci and args.latex_transpose:
-        raise UserError("--latex-ci marks the rows of the usual table; leave out "
-                        "--latex-transpose or --latex-ci")
     marks = _marks(sources, args.latex) if args.latex_ci else None
     figures = _render_figures(args, sources, style)
     page = build_report(sources, parse_metrics(args.metrics), ci=args.ci)

@@ -122,8 +122,9 @@ def unknown_key_message(key: str, valid: list[str], prefix: str = "") -> str:
 
 
 def unknown_value_message(key: str, value: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(value), [str(v) for v in valid], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    by_lower = {str(v).lower(): str(v) for v in reversed(valid)}  # the first of equal ones
+    close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1)  # hce: HCE
+    hint = f"; did you mean {by_lower[close[0]]!r}?" if close else ""
     return f"{key}: {value!r} is not one of {list(valid)}{hint}"
 
 

@@ -225,7 +225,9 @@ class TrainCfg:
 class EvalCfg:
     # evaluate every N epochs during training (0 = only at the end)
     every: int = ranged(0, low=0, hint="0 = only at the end")
-    metric: str = "maxFm"  # metric that picks checkpoints/best.pt (MAE is minimised)
+    # metric that picks checkpoints/best.pt: a result key, a family's too (HCE, mBA, maxBIoU...:
+    # its family is then computed); errors (MAE, BER, HCE, MSE, siMAE) are minimised
+    metric: str = "maxFm"
     metric_dataset: str | None = None  # dataset for `metric`; None = mean over test sets
     save_predictions: bool = True
     num_samples: int = ranged(8, low=0)  # test images shown in samples.png

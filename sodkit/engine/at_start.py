@@ -19,17 +19,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 FILE = "results_start.json"
-_SHOWN = ("MAE", "Smeasure", "wFmeasure", "maxFm", "maxEm")
 
 
 def record_start(scalars: dict[str, dict[str, float]], run_dir: Path, tb: Any) -> None:
     """Log, plot (step 0) and write the starting model's numbers (rank 0)."""
+    from ..metrics.keys import summary_line
     from ..outputs import OutputFolder
 
     for name, values in scalars.items():
         tb.scalars({f"eval/{name}/{k}": v for k, v in values.items()}, 0)
-        shown = ", ".join(f"{k} {values[k]:.4f}" for k in _SHOWN if k in values)
-        logger.info("epoch 0 (the starting model): %s: %s", name, shown)
+        logger.info("epoch 0 (the starting model): %s: %s", name, summary_line(values))
     tb.flush()
     plain = {str(d): {str(k): float(v) for k, v in m.items()} for d, m in scalars.items()}
     OutputFolder.at(run_dir).write_text(run_dir / FILE, json.dumps(plain, indent=2) + "\n")

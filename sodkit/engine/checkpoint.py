@@ -28,7 +28,6 @@ from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
-LOWER_IS_BETTER = ("MAE", "BER")  # metric names ending in these are minimised
 # what best.pt keeps of the trainer's state (a 2-step ConvNeXt-T run's optimizer state doubled it)
 BEST_KEYS = ("format", "model", "ema", "config", "epoch", "evaluated", "step", "steps_per_epoch",
              "best", "world_size")
@@ -161,14 +160,13 @@ class CheckpointManager:
     @staticmethod
     def check_selection(cfg: EvalCfg, datasets: list[str]) -> None:
         """Fail before training, not at the first evaluation, on a bad metric or dataset name."""
-        from ..metrics import METRIC_KEYS
+        from ..metrics.keys import families_with, selectable_keys
 
-        if cfg.metric not in METRIC_KEYS:
-            raise ConfigError(unknown_value_message("eval.metric", cfg.metric, METRIC_KEYS))
-        from ..metrics.families import resolve
-
-        try:
-            resolve(cfg.compute)  # a family's missing package: before training, not after
+        keys = selectable_keys()  # the standard set's and every family's
+        if cfg.metric not in keys:
+            raise ConfigError(unknown_value_message("eval.metric", cfg.metric, keys))
+        try:  # a family's missing package: before training, not after
+            families_with(cfg.compute, cfg.metric)
         except ValueError as exc:
             raise ConfigError(f"eval.compute: {exc}") from None
         if cfg.metric_dataset is not None and datasets and cfg.metric_dataset not in datasets:
@@ -185,10 +183,15 @@ class CheckpointManager:
 
     @staticmethod
     def is_better(value: float, best: dict[str, Any] | None, metric: str) -> bool:
+        """Whether ``value`` beats the best so far in ``metric``'s direction; a NaN never does,
+        and says so (mBA is NaN when a GT has no boundary: best.pt would silently stay)."""
         if not math.isfinite(value):
+            logger.warning("eval.metric %s is %s: it picks no best.pt this time", metric, value)
             return False
         if best is None:
             return True
-        if metric.endswith(LOWER_IS_BETTER):
+        from ..metrics.keys import lower_is_better
+
+        if lower_is_better(metric):
             return value < best["value"]
         return value > best["value"]

@@ -184,10 +184,11 @@ def _run_dataset(
 ) -> tuple[SODMetrics, list[list[np.ndarray]]]:
     from ..imageio import read_image_at
     from ..metrics.families import reads_images
+    from ..metrics.keys import families_with
     from .postprocess import postprocess_of, predict_scores  # it imports this module
 
     post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
-    metrics = SODMetrics(families=cfg.eval.compute)
+    metrics = SODMetrics(families=families_with(cfg.eval.compute, cfg.eval.metric))
     with_images = reads_images(metrics.families)  # CCM: each GT's image, read at its size
     samples: list[tuple[str, list[np.ndarray]]] = []  # (stem, image | GT | prediction)
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
@@ -311,10 +312,10 @@ def write_eval_outputs(result: EvalResult, run_dir: Path | OutputFolder,
     if samples is not None:
         outputs.write_bytes(run_dir / "samples.png", png_with_text(encode_rgb(samples[0]),
                                                                    samples[1]))
+    from ..metrics.keys import summary_line
+
     for name, values in scalars.items():
-        shown = ", ".join(f"{k} {values[k]:.4f}" for k in
-                          ("MAE", "Smeasure", "wFmeasure", "maxFm", "maxEm") if k in values)
-        logger.info("%s: %s", name, shown)
+        logger.info("%s: %s", name, summary_line(values))
     if report:
         write_run_report(outputs)
 

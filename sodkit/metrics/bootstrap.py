@@ -85,6 +85,29 @@ class Columns:
                     if name in records.extra]
         return cls(np.ascontiguousarray(np.concatenate(blocks, axis=1)), keys, families)
 
+    def grouped(self, groups: np.ndarray) -> Columns:
+        """The same keys over groups (videos, co-salient groups: ``sodkit eval --groups``),
+        each group weighing the same, as the dataset's numbers are taken: a row per group, the
+        column means of its images (a value key is then the mean of the groups' values, a curve
+        key the max / mean of the mean of their curves), and each family's keys as the group's
+        own summary (averaged over groups, as ``_eval_groups.average_groups`` does).
+
+        Args:
+            groups: the group label of each row (dataset-index order).
+        """
+        labels = list(dict.fromkeys(np.asarray(groups).tolist()))
+        members = [np.flatnonzero(np.asarray(groups) == label) for label in labels]
+        means = np.stack([self.matrix[rows].mean(axis=0) for rows in members])
+        blocks, keys = [means], list(self.keys)
+        start = means.shape[1]
+        for name, a, b in self.families:
+            summaries = [FAMILIES[name].summarize(row[None]) for row in means[:, a:b]]
+            for key in FAMILIES[name].keys:
+                blocks.append(np.array([[summary[key]] for summary in summaries]))
+                keys.append((key, "value", start, start + 1))
+                start += 1
+        return Columns(np.ascontiguousarray(np.concatenate(blocks, axis=1)), keys, [])
+
     def names(self) -> list[str]:
         """Every result key, standard first, then the families' in registry order."""
         return [key for key, *_ in self.keys] + [
@@ -119,11 +142,15 @@ def resample_weights(images: int, resamples: int, seed: int) -> Iterator[np.ndar
             count, images).astype(np.float64)
 
 
-def resampled_values(records: Records, resamples: int = RESAMPLES,
-                     seed: int = 0) -> tuple[list[str], np.ndarray]:
-    """The result keys and their (resamples, K) bootstrap values for one method's records."""
+def resampled_values(records: Records, resamples: int = RESAMPLES, seed: int = 0,
+                     groups: np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
+    """The result keys and their (resamples, K) bootstrap values for one method's records;
+    with ``groups`` (a label per record, in dataset-index order), groups are resampled."""
     columns = Columns.of(records)
-    values = [columns.values(w) for w in resample_weights(len(records), resamples, seed)]
+    if groups is not None:
+        columns = columns.grouped(groups)
+    count = len(columns.matrix)
+    values = [columns.values(w) for w in resample_weights(count, resamples, seed)]
     return columns.names(), np.concatenate(values)
 
 
@@ -137,11 +164,16 @@ def _plain(value: float) -> float | None:
 
 
 def bootstrap(records: Mapping[str, Records], resamples: int = RESAMPLES, seed: int = 0,
-              level: float = LEVEL, baseline: str | None = None) -> dict[str, Any]:
+              level: float = LEVEL, baseline: str | None = None,
+              groups: np.ndarray | None = None,
+              points: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Intervals of every method's metrics on one data set, and paired comparisons with
     ``baseline`` (a key of ``records``): a JSON-ready dict (NaN and infinities as None).
 
     Every method must hold the same images (the same dataset indices), as ``sodkit eval``'s do.
+    ``groups``: each image's group (dataset-index order) when the dataset's numbers are
+    averages over groups; the groups are then what is resampled (a cluster bootstrap), and
+    ``points`` gives each method's numbers (default: ``summarize`` of its records).
 
     Raises:
         ValueError: no images, methods on different images, or an unknown baseline.
@@ -152,11 +184,14 @@ def bootstrap(records: Mapping[str, Records], resamples: int = RESAMPLES, seed: 
         raise ValueError("a paired bootstrap needs every method measured on the same images")
     if baseline is not None and baseline not in records:
         raise ValueError(f"baseline {baseline!r} is none of the methods {', '.join(methods)}")
-    drawn = {m: resampled_values(records[m], resamples, seed) for m in methods}
+    drawn = {m: resampled_values(records[m], resamples, seed, groups) for m in methods}
+    over = "images" if groups is None else "groups"
     out: dict[str, Any] = {"images": len(index), "resamples": resamples, "seed": seed,
-                           "level": level, "method": "percentile bootstrap over images",
+                           "level": level, "method": f"percentile bootstrap over {over}",
                            "intervals": {}, "baseline": baseline, "comparisons": {}}
-    points = {m: summarize(records[m]) for m in methods}
+    if groups is not None:
+        out["groups"] = len(set(np.asarray(groups).tolist()))
+    points = points or {m: summarize(records[m]) for m in methods}
     for method, (keys, values) in drawn.items():
         low, high = _interval(values, level)
         out["intervals"][method] = {

@@ -66,6 +66,10 @@ class Family:
         reference: what it equals (documentation).
         needs: optional packages the family imports (checked when it is selected).
         reads_image: whether it needs each pair's RGB image as well.
+        lower_is_better: its keys that are errors (smaller is better: tables rank them so and
+            ``eval.metric`` keeps the checkpoint with the smallest); the others are scores.
+        per_image: (N, width) rows -> each image's own values (``results_per_image.csv``);
+            default: the columns under ``keys`` (a row that is one value per key).
     """
 
     name: str
@@ -76,6 +80,25 @@ class Family:
     reference: str
     needs: tuple[str, ...] = ()
     reads_image: bool = False
+    lower_is_better: tuple[str, ...] = ()
+    per_image: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None
+
+    def image_values(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Each image's own values of this family's keys, from its rows (index order)."""
+        if self.per_image is not None:
+            return self.per_image(rows)
+        return {key: rows[:, i].copy() for i, key in enumerate(self.keys)}
+
+
+def curve_values(high: str, mean: str, length: int, adaptive: str | None = None
+                 ) -> Callable[[np.ndarray], dict[str, np.ndarray]]:
+    """Per image, max and mean of the image's own curve (its first ``length`` values) and the
+    adaptive value after it: as per-image maxFm, not the dataset's max of the mean curve."""
+    def values(rows: np.ndarray) -> dict[str, np.ndarray]:
+        curves = rows[:, :length]
+        out = {high: curves.max(axis=1), mean: curves.mean(axis=1)}
+        return out if adaptive is None else {**out, adaptive: rows[:, length].copy()}
+    return values
 
 
 def column_means(*keys: str) -> Callable[[np.ndarray], dict[str, float]]:
@@ -157,15 +180,19 @@ def _ccm(pair: Pair) -> np.ndarray:
 def _registry() -> dict[str, Family]:
     families = [
         Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
-               "BiRefNet evaluation/metrics.py MSEMeasure"),
+               "BiRefNet evaluation/metrics.py MSEMeasure", lower_is_better=("MSE",)),
         Family("HCE", ("HCE",), 1, _hce, column_means("HCE"),
-               "PySODMetrics HumanCorrectionEffortMeasure", needs=("skimage",)),
+               "PySODMetrics HumanCorrectionEffortMeasure", needs=("skimage",),
+               lower_is_better=("HCE",)),
         Family("SI", SI_KEYS, 4, _size_invariance, column_means(*SI_KEYS),
-               "PySODMetrics SizeInvarianceMAE, SizeInvarianceFmeasureV2"),
+               "PySODMetrics SizeInvarianceMAE, SizeInvarianceFmeasureV2",
+               lower_is_better=("siMAE",)),
         Family("MSIoU", ("maxMSIoU", "meanMSIoU", "adpMSIoU"), 258, _msiou, _summarize_msiou,
-               "PySODMetrics MSIoU(with_dynamic=True, with_adaptive=True)"),
+               "PySODMetrics MSIoU(with_dynamic=True, with_adaptive=True)",
+               per_image=curve_values("maxMSIoU", "meanMSIoU", 257, "adpMSIoU")),
         Family("BIoU", ("maxBIoU", "meanBIoU"), 256, _biou, _summarize_biou,
-               "BiRefNet evaluation/metrics.py BIoUMeasure"),
+               "BiRefNet evaluation/metrics.py BIoUMeasure",
+               per_image=curve_values("maxBIoU", "meanBIoU", 256)),
         Family("mBA", ("mBA",), 1, _mba, column_means("mBA"),
                "BiRefNet evaluation/metrics.py MBAMeasure"),
         Family("CM", ("CM",), 1, _cm, column_means("CM"), "PySODMetrics ContextMeasure"),
@@ -243,6 +270,15 @@ def measure_families(names: Sequence[str], pairs: Iterable[tuple[np.ndarray, np.
         for name in names:
             rows[name][i] = FAMILIES[name].measure(pair)
     return rows
+
+
+def per_image_families(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every computed family's per-image values (keys in registry order), from its rows."""
+    out: dict[str, np.ndarray] = {}
+    for name in FAMILIES:
+        if name in extra:
+            out.update(FAMILIES[name].image_values(extra[name]))
+    return out
 
 
 def summarize_families(extra: dict[str, np.ndarray]) -> dict[str, float]:

@@ -21,7 +21,7 @@ from .curves import (
     emeasure,
     fmeasure,
 )
-from .families import summarize_families
+from .families import per_image_families, summarize_families
 from .records import SCALARS, Records
 
 STANDARD_KEYS = ("MAE", "Smeasure", "wFmeasure", "maxFm", "meanFm", "adpFm",
@@ -62,7 +62,8 @@ class _Counts:
 
 
 def per_image(records: Records) -> dict[str, np.ndarray]:
-    """Each image's own scores (``PER_IMAGE_KEYS`` and ``index``), in dataset-index order.
+    """Each image's own scores (``PER_IMAGE_KEYS``, the computed families' keys and
+    ``index``), in dataset-index order.
 
     The same records and formulas as :func:`summarize`, so the mean of the ``MAE`` column is the
     dataset's MAE; ``maxFm`` / ``maxEm`` / ``meanEm`` are taken on the image's own 256-threshold
@@ -78,7 +79,8 @@ def _per_image(counts: _Counts) -> dict[str, np.ndarray]:
     out["adpFm"] = counts.adaptive_fm[:, 0]
     out["maxEm"], out["meanEm"] = counts.em.max(axis=1), counts.em.mean(axis=1)
     out["adpEm"] = counts.adaptive_em[:, 0]
-    return {"index": counts.records.index.copy(), **{key: out[key] for key in PER_IMAGE_KEYS}}
+    return {"index": counts.records.index.copy(), **{key: out[key] for key in PER_IMAGE_KEYS},
+            **per_image_families(counts.records.extra)}  # the computed families' own values
 
 
 def scalar_metrics(result: dict[str, Any]) -> dict[str, float]:

@@ -207,7 +207,8 @@ class SODMetrics:
         return result
 
     def per_image(self) -> dict[str, np.ndarray]:
-        """Each image's own MAE, S, wF, max / adaptive F and E, with its dataset ``index``
+        """Each image's own MAE, S, wF, max / adaptive F and E, the computed families' values
+        (MSIoU, BIoU: max / mean of the image's own curve), with its dataset ``index``
         (arrays in index order; see :func:`sodkit.metrics.results.per_image`). After
         :meth:`compute` with no image added since, they come from the same pass."""
         records = self._flush()

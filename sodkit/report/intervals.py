@@ -77,10 +77,13 @@ def ci_section(per_dataset: Mapping[str, Mapping[str, Any]], renamed: Mapping[st
                  + "".join(_cell(keys.get(m), sign=True, value="difference") for m in metrics)
                  + "</tr>" for method, keys in ci["comparisons"].items()]
         level = ci.get("level", 0.95)
+        drawn = f"{ci.get('images')} images"
+        if "groups" in ci:  # eval --groups: the groups were resampled
+            drawn = f"{ci['groups']} groups ({drawn})"
         parts.append(
             f"<h3>{html.escape(dataset)}</h3><p>{level:.0%} intervals: percentile bootstrap, "
             f"{html.escape(str(ci.get('resamples')))} resamples of "
-            f"{html.escape(str(ci.get('images')))} images, seed "
+            f"{html.escape(drawn)}, seed "
             f"{html.escape(str(ci.get('seed')))}"
             + (f"; differences paired with {html.escape(str(baseline))} (* the interval "
                f"excludes 0)" if baseline else "")

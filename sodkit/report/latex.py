@@ -38,6 +38,20 @@ class Marks:
     cells: set[tuple[str, str, str]] = field(default_factory=set)
 
 
+def dagger(marks: Marks | None, method: str, dataset: str, metric: str) -> str:
+    """The mark of a cell not significantly different from the baseline ('' otherwise)."""
+    return "$^\\dagger$" if marks and (method, dataset, metric) in marks.cells else ""
+
+
+def marks_note(marks: Marks | None) -> list[str]:
+    """The line under the table that says what a dagger means (none without marks)."""
+    if marks is None:
+        return []
+    return [f"\\par\\footnotesize $^\\dagger$ not significantly different from "
+            f"{escape(marks.baseline)} (the 95\\% paired bootstrap interval of the difference "
+            f"holds 0)"]
+
+
 def escape(text: str) -> str:
     """Text as LaTeX source (the ten special characters escaped)."""
     return "".join(_SPECIAL.get(c, c) for c in text)
@@ -102,13 +116,7 @@ def latex_table(
     lines += [f"Method & {headers} \\\\", "\\midrule"]
     for method, per_dataset in comparison.items():
         cells = [_cell(per_dataset.get(d, {}).get(m), ranked.get((method, d, m)), style, decimals)
-                 + ("$^\\dagger$" if marks and (method, d, m) in marks.cells else "")
-                 for d in datasets for m in metrics]
+                 + dagger(marks, method, d, m) for d in datasets for m in metrics]
         lines.append(" & ".join([escape(method), *cells]) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    if marks is not None:
-        lines.append(f"\\par\\footnotesize $^\\dagger$ not significantly different from "
-                     f"{escape(marks.baseline)} (the 95\\% paired bootstrap interval of the "
-                     f"difference holds 0)")
-    lines.append("\\end{table}")
+    lines += ["\\bottomrule", "\\end{tabular}", *marks_note(marks), "\\end{table}"]
     return "\n".join(lines) + "\n"

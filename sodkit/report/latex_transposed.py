@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .latex import _cell, escape, metric_header, table_head
+from .latex import Marks, _cell, dagger, escape, marks_note, metric_header, table_head
 from .ranking import Comparison, column_ranks
 
 
@@ -21,6 +21,7 @@ def latex_table_transposed(
     style: str = "fonts",
     decimals: int = 3,
     caption: str = "Quantitative comparison.",
+    marks: Marks | None = None,
 ) -> str:
     """A booktabs ``table``: a column per method, a row per (dataset, metric), best three of
     each row marked.
@@ -30,6 +31,7 @@ def latex_table_transposed(
         datasets, metrics: the row groups and the rows of each group.
         style: ``fonts`` (bold / underline / italic) or ``colors`` (red / blue / green).
         decimals: digits shown; ranks compare the shown values.
+        marks: cells to mark with a dagger (no significant difference with the baseline).
     """
     ranked = column_ranks(comparison, datasets, metrics, decimals)
     methods = list(comparison)
@@ -39,8 +41,9 @@ def latex_table_transposed(
         lines.append("\\midrule")
         for i, metric in enumerate(metrics):
             cells = [_cell(comparison[m].get(dataset, {}).get(metric),
-                           ranked.get((m, dataset, metric)), style, decimals) for m in methods]
+                           ranked.get((m, dataset, metric)), style, decimals)
+                     + dagger(marks, m, dataset, metric) for m in methods]
             head = escape(dataset) if i == 0 else ""
             lines.append(" & ".join([head, metric_header(metric), *cells]) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    lines += ["\\bottomrule", "\\end{tabular}", *marks_note(marks), "\\end{table}"]
     return "\n".join(lines) + "\n"

@@ -131,7 +131,7 @@ def write_tables(comparison: Comparison, args: argparse.Namespace, kind: str = "
 
         if args.latex_transpose:
             text = latex_table_transposed(comparison, datasets, metrics, args.latex_style,
-                                          args.decimals)
+                                          args.decimals, marks=marks)
         else:
             text = latex_table(comparison, datasets, metrics, args.latex_style, args.decimals,
                                marks=marks)

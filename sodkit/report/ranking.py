@@ -1,7 +1,8 @@
 """Which way each metric is better, and the best three of a column.
 
 A comparison is ``{method: {dataset: {metric: value}}}``. Everything here is plain Python so
-``sodkit eval`` and ``sodkit report`` stay free of heavy imports.
+``sodkit eval`` and ``sodkit report`` stay free of heavy imports; which way a metric is better
+comes from ``sodkit.metrics.keys``, as for the checkpoint selection.
 """
 
 from __future__ import annotations
@@ -9,17 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from ..metrics.keys import lower_is_better  # errors (MAE, BER, HCE, ...): smaller is better
+
 Comparison = Mapping[str, Mapping[str, Mapping[str, float]]]
 
-# Errors: smaller is better. Every other sodkit metric (S, E, F, wF, IoU, Dice, ...) is a score.
-LOWER_IS_BETTER = frozenset({"MAE", "maxBER", "meanBER", "adpBER", "MSE", "HCE", "siMAE"})
 PAPER_METRICS = ("Smeasure", "wFmeasure", "MAE", "meanEm", "maxFm")  # the usual paper columns
 TOP = 3
-
-
-def lower_is_better(metric: str) -> bool:
-    """True for errors (MAE, BER), False for scores."""
-    return metric in LOWER_IS_BETTER or metric.endswith("BER")
 
 
 def ranks(values: Sequence[float | None], metric: str, decimals: int | None = None,

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics.families import family_keys
 from ..metrics.results import PER_IMAGE_KEYS
 from ..outputs import OutputFolder
 from .cells import inert
@@ -219,10 +220,11 @@ def per_image_rows(
         scores: ``SODMetrics.per_image()`` (arrays in dataset-index order, with ``index``).
         files: per dataset index, ``(stem, image, gt, prediction)`` paths as text ('' if none).
     """
+    keys = [*PER_IMAGE_SCORES, *(key for key in family_keys() if key in scores)]
     rows = []
     for row, index in enumerate(np.asarray(scores["index"]).tolist()):
         stem, image, gt, prediction = files[index]
-        values = {key: repr(float(scores[key][row])) for key in PER_IMAGE_SCORES}
+        values = {key: repr(float(scores[key][row])) for key in keys}
         rows.append({"dataset": dataset, "method": method, "stem": stem, **values,
                      "image": image, "gt": gt, "prediction": prediction})
     return rows
@@ -230,10 +232,13 @@ def per_image_rows(
 
 def write_per_image_csv(rows: Sequence[Mapping[str, str]], out_dir: str | Path,
                         outputs: OutputFolder | None = None) -> Path:
-    """``results_per_image.csv`` (:data:`PER_IMAGE_COLUMNS`, scores at full precision)."""
+    """``results_per_image.csv`` (:data:`PER_IMAGE_COLUMNS`, and the computed families' keys
+    before the file columns; scores at full precision)."""
     path = Path(out_dir) / "results_per_image.csv"
     table = io.StringIO(newline="")
-    writer = csv.DictWriter(table, fieldnames=PER_IMAGE_COLUMNS)
+    families = [key for key in family_keys() if any(key in row for row in rows)]
+    writer = csv.DictWriter(table, fieldnames=(*PER_IMAGE_COLUMNS[:-len(PER_IMAGE_FILES)],
+                                               *families, *PER_IMAGE_FILES))
     writer.writeheader()
     text = ("dataset", "method", "stem", *PER_IMAGE_FILES)
     writer.writerows({**row, **{key: inert(row[key]) for key in text}} for row in rows)
@@ -284,7 +289,7 @@ _NOT_OURS = ("it is damaged or was not written by sodkit; move it out of the fol
 def _per_image_row(row: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
     from ..errors import UserError
 
-    for key in PER_IMAGE_SCORES:
+    for key in (*PER_IMAGE_SCORES, *(key for key in family_keys() if key in row)):
         text = row.get(key)
         try:
             row[key] = float(text) if text not in (None, "") else math.nan
