@@ -194,6 +194,10 @@ def _check_values(cfg: Config) -> None:
                           f"optim.lr")
     if cfg.optim.name == "sgd" and cfg.optim.nesterov and cfg.optim.momentum == 0:
         raise ConfigError("optim.nesterov: needs optim.momentum > 0")
+    for i, size in enumerate(cfg.data.size_list):
+        if isinstance(size, list) and len(size) != 2:
+            raise ConfigError(f"data.size_list.{i}: a size is a side or [height, width], got "
+                              f"{size}")
     check_name(cfg.name, "name", "my_run", ConfigError)
     for split in ("train", "test"):
         for i, dataset in enumerate(getattr(cfg.data, split)):

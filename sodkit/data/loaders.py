@@ -51,7 +51,8 @@ class MultiScaleBatchSampler(Sampler[list[tuple[int, int, int]]]):
     Args:
         length: samples in the (concatenated) training set.
         batch_size: samples per batch on this rank.
-        sizes: input sides to draw from, one per batch; a single value disables multi-scale.
+        sizes: input sizes to draw from, one per batch: a side (square) or (height, width); a
+            single value disables multi-scale.
         seed: the run's seed; shuffling, sizes and augmentation seeds derive from it and the epoch.
         rank, world_size: this process's shard.
         shuffle: random order (True for training).
@@ -230,12 +231,14 @@ def check_test_shard(test_set: TestDataset, shard: range) -> None:
 def build_train_loader(cfg: Config, rank: int = 0, world_size: int = 1) -> DataLoader:
     """The training loader of one rank; batches are ``{"image", "mask", "index"}``.
 
-    ``image``: float32 (B, 3, s, s) normalised; ``mask``: float32 (B, 1, s, s) in [0, 1];
-    ``index``: int64 (B,) into the concatenated set. ``s`` is one value of ``data.size_list`` per
-    batch (or ``data.size``). Call :func:`set_epoch` at the start of every epoch.
+    ``image``: float32 (B, 3, h, w) normalised; ``mask``: float32 (B, 1, h, w) in [0, 1];
+    ``index``: int64 (B,) into the concatenated set. ``h, w`` is one value of ``data.size_list``
+    per batch (a side: square; or [height, width], as BiRefNet's ``dynamic_size``), or
+    ``data.size``. Call :func:`set_epoch` at the start of every epoch.
     """
     dataset = build_train_dataset(cfg)
-    sizes = list(cfg.data.size_list) or [cfg.data.size]
+    sizes = [tuple(s) if isinstance(s, list) else s for s in cfg.data.size_list]
+    sizes = sizes or [cfg.data.size]
     sampler = MultiScaleBatchSampler(len(dataset), cfg.data.batch_size, sizes,
                                      seed=cfg.runtime.seed, rank=rank, world_size=world_size)
     if len(sampler) == 0:
