@@ -206,3 +206,35 @@ def test_schedule_key_loads_from_yaml(tmp_path) -> None:
                                               per_epoch=True)]
     with pytest.raises(ConfigError, match=r"key .loss\.schedule\.0\.from_epch.; did you mean"):
         load_config(recipe, ["loss.schedule=[{from_epch: 3}]"])
+
+
+@pytest.mark.slow
+def test_training_resumed_into_a_phase_ends_as_the_straight_run(data_root, tmp_path) -> None:
+    """The trainer sets the weights at every epoch start, a resumed one included: resuming
+    from epoch 1 into a phase that starts at epoch 2 ends with the straight run's weights, and
+    each run logs the switch once."""
+    from sodkit.cli import main
+    from tests.sod_fixtures import tiny_overrides
+
+    recipe = str(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml")
+    common = ["eval.every=0", "data.test=[]", "train.keep_every=1", "train.steps_per_epoch=2",
+              "loss.terms={bce: 1, iou: 1, mae: 0}",
+              "loss.schedule=[{from_epoch: 2, terms: {mae: 5}, scale: {iou: 0.5}}]"]
+    assert main(["train", recipe, *tiny_overrides(data_root, tmp_path, "straight"),
+                 *common]) == 0
+    snapshot = tmp_path / "straight" / "checkpoints" / "epoch_0001.pt"
+    assert main(["train", recipe, *tiny_overrides(data_root, tmp_path, "resumed"), *common,
+                 "--resume", str(snapshot)]) == 0
+    a = torch.load(tmp_path / "straight/checkpoints/last.pt", weights_only=True)
+    b = torch.load(tmp_path / "resumed/checkpoints/last.pt", weights_only=True)
+    assert (a["step"], b["step"]) == (4, 4)
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+    for run in ("straight", "resumed"):
+        log = (tmp_path / run / "train.log").read_text()
+        assert log.count("loss.schedule.0 from epoch 2") == 1, run
+        assert "bce 1, iou 0.5, mae 5" in log
+    unscheduled = tiny_overrides(data_root, tmp_path, "plain") + common[:-1]
+    assert main(["train", recipe, *unscheduled]) == 0
+    c = torch.load(tmp_path / "plain/checkpoints/last.pt", weights_only=True)
+    assert any(not torch.equal(v, c["model"][k]) for k, v in a["model"].items())
