@@ -57,8 +57,9 @@ class Trainer:
         net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
         # model.init_from, on every rank before DDP and EMA copy the weights (a resume's own)
         self.init = None if resuming else init_model(net, cfg)
-        self.model = runtime.wrap(net)
+        # before DDP: the criterion may switch on outputs whose parameters DDP must then reduce
         self.criterion = build_criterion(cfg.loss, net, cfg.train.epochs).to(runtime.device)
+        self.model = runtime.wrap(net)
         micro_batches = len(self.train_loader) // cfg.train.accumulate
         if micro_batches == 0:
             raise DataError(
