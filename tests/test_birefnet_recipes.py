@@ -67,8 +67,8 @@ def test_recipe_carries_the_original_settings(recipe: Path) -> None:
 @pytest.mark.parametrize("recipe", [DIS5K, GENERAL], ids=["dis5k", "general"])
 def test_recipe_trains_two_steps_and_evaluates(recipe: Path, data_root: Path,
                                                tmp_path: Path) -> None:
-    """PVTv2-b0 at 64 px (the General run on non-square batches, 64 x 96 and 96 x 64) in bf16
-    on the session's DUTS-layout set: the gradient reference is trained, the last-epochs
+    """PVTv2-b0 at 64 px (the General run on non-square batches, 64 x 96 and 96 x 64, with EMA
+    and flip TTA) in bf16 on the session's DUTS-layout set: the gradient reference is trained, the last-epochs
     schedule covers the whole (1-epoch) run and says so once, and the test set is evaluated."""
     overrides = [
         f"data_root={data_root}", f"output_root={tmp_path}", "name=r",
@@ -78,8 +78,9 @@ def test_recipe_trains_two_steps_and_evaluates(recipe: Path, data_root: Path,
         "model.pretrained=null", "train.epochs=1", "train.steps_per_epoch=2",
         "train.log_every=1", "train.image_every=0", "eval.num_samples=2",
     ]
-    if recipe == GENERAL:
-        overrides.append("data.size_list=[[64, 96], [96, 64]]")
+    if recipe == GENERAL:  # with EMA and flip TTA (issue 24 item 6)
+        overrides += ["data.size_list=[[64, 96], [96, 64]]", "train.ema_decay=0.9",
+                      "eval.tta=[hflip]"]
     assert main(["train", str(recipe), *overrides]) == 0
     run = tmp_path / "r"
     results = json.loads((run / "results.json").read_text())
@@ -92,6 +93,7 @@ def test_recipe_trains_two_steps_and_evaluates(recipe: Path, data_root: Path,
     assert "bce 0," in log and " gradient " in log  # bce off; the gradient loss logged
     state = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
     assert state["step"] == 2
+    assert (state.get("ema") is not None) == (recipe == GENERAL)
     groups = state["optimizer"]["param_groups"]
     assert {g["weight_decay"] for g in groups} == {0.01}  # decay_all, one learning rate
     lr = 1e-4 if recipe == DIS5K else 1e-5
