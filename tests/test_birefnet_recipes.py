@@ -23,7 +23,8 @@ GENERAL = ROOT / "configs" / "general_birefnet_swinl.yaml"
 
 COMMON = {  # both tasks: config.py, train.py, image_proc.py
     "model.name": "birefnet", "model.backbone": "swin_large_patch4_window12_384.ms_in22k_ft_in1k",
-    "data.size": 1024, "data.size_list": [], "data.batch_size": 8, "data.hflip": 0.5,
+    "model.backbone_kwargs": {"drop_path_rate": 0.2}, "data.size": 1024, "data.size_list": [],
+    "data.batch_size": 8, "data.hflip": 0.5,
     "data.rotation": 15.0, "data.rotation_p": 0.2, "data.color_enhance": True,
     "data.pepper": 0.0015, "data.crop": 0.0, "data.color_jitter": 0.0, "data.binarize": None,
     "loss.aux_weight": 1.0, "loss.aux_upsample": True, "loss.aux_align_corners": True,
@@ -68,8 +69,9 @@ def test_recipe_carries_the_original_settings(recipe: Path) -> None:
 def test_recipe_trains_two_steps_and_evaluates(recipe: Path, data_root: Path,
                                                tmp_path: Path) -> None:
     """PVTv2-b0 at 64 px (the General run on non-square batches, 64 x 96 and 96 x 64, with EMA
-    and flip TTA) in bf16 on the session's DUTS-layout set: the gradient reference is trained, the last-epochs
-    schedule covers the whole (1-epoch) run and says so once, and the test set is evaluated."""
+    and flip TTA) in bf16 on the session's DUTS-layout set: the gradient reference is trained,
+    the last-epochs schedule covers the whole (1-epoch) run and says so once, and the test set
+    is evaluated."""
     overrides = [
         f"data_root={data_root}", f"output_root={tmp_path}", "name=r",
         "data.train=[{preset: duts-tr}]", "data.test=[{preset: duts-te}]",

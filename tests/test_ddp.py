@@ -101,10 +101,11 @@ PUBLISHED = {
                                       "image}}"]),
     "f3net": ("duts_f3net_r50.yaml", []),
     # PVTv2-b0; its gradient reference branch: parameters switched on by the loss (before
-    # DDP's wrap); no ASPP: its dropout draws other masks in 2 x 4 than in 1 x 8; an lr for its
-    # loss scale (BCE x30, MAE x100): at 0.05 round-off grows to 1.2e-5 in 2 steps (measured)
+    # DDP's wrap); no ASPP and no drop-path: their random draws differ in 2 x 4 and 1 x 8; an
+    # lr for its loss scale (BCE x30, MAE x100): at 0.05 round-off grew to 1.2e-5 in 2 steps
     "birefnet": ("general_birefnet_swinl.yaml", [
-        "model.backbone=pvt_v2_b0", "model.birefnet.dec_att=''", "optim.lr=0.0005",
+        "model.backbone=pvt_v2_b0", "model.birefnet.dec_att=''", "model.backbone_kwargs={}",
+        "optim.lr=0.0005",
         "loss.terms={bce: 30, iou: 0.5, ssim: 5, mae: 100}"]),
 }
 # BatchNorm frozen, one epoch: see test_published_networks_two_processes_equal_one_process
