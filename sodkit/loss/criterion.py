@@ -40,6 +40,11 @@ class Criterion(nn.Module):
     unweighted sum over side outputs of their weighted term sums; with ``aux_weights``, the
     per-side weighted sum (what is added to the total). ``aux`` is present only when side
     outputs are weighted and exist. The total is the first return value, not in ``parts``.
+
+    ``gradient_weight`` > 0 adds BiRefNet's gradient reference loss (``gradient`` in
+    ``parts``) from the network's ``gradient`` / ``gradient_target`` outputs; ``schedule``
+    (``loss.schedule``) changes the term weights, main and side outputs alike, at each
+    :meth:`set_epoch`.
     """
 
     def __init__(self, terms: dict[str, tuple[nn.Module, float]], aux_weight: float = 0.0,
