@@ -206,6 +206,9 @@ def test_schedule_key_loads_from_yaml(tmp_path) -> None:
                                               per_epoch=True)]
     with pytest.raises(ConfigError, match=r"key .loss\.schedule\.0\.from_epch.; did you mean"):
         load_config(recipe, ["loss.schedule=[{from_epch: 3}]"])
+    # names are checked when the config is loaded, before any data or network is touched
+    with pytest.raises(ConfigError, match=r"^loss\.schedule\.0\.scale\.bcee: 'bcee' is not"):
+        load_config(recipe, ["loss.schedule=[{from_epoch: 2, scale: {bcee: 0}}]"])
 
 
 @pytest.mark.slow

@@ -102,6 +102,11 @@ def build_schedule(cfg: LossCfg, base: Mapping[str, float], epochs: int) -> Loss
     return LossSchedule(base, phases)
 
 
+def check_schedule(cfg: LossCfg, epochs: int) -> None:
+    """``loss.schedule`` against ``loss.terms``'s names, at config load (before any work)."""
+    build_schedule(cfg, {name: 0.0 for name in cfg.terms}, epochs)
+
+
 def _check_entry(key: str, name: str, value: float, base: Mapping[str, float]) -> None:
     if name not in base:
         raise ConfigError(f"{key}: {name!r} is not a term of loss.terms (terms: "
