@@ -123,3 +123,31 @@ def test_size_list_pairs_are_checked() -> None:
                        ("[[8, 1024]]", "data.size_list.0.0")):
         with pytest.raises(ConfigError, match=rf"^{key}: "):
             load_config(None, [f"data.size_list={value}"])
+
+
+def test_size_range_draws_as_dynamic_size(tmp_path: Path) -> None:
+    """BiRefNet's dynamic_size ((256, 2304), (256, 2304)) draws each side per batch as
+    ``randint(low, high) // 32 * 32``: multiples of 32 over the whole range, both sides apart,
+    the same on every rank."""
+    from sodkit.data import MultiScaleBatchSampler
+    from sodkit.data.sizes import SizeRange
+
+    ranks = [MultiScaleBatchSampler(4000, 1, SizeRange((256, 2304), (64, 100)), seed=3,
+                                    rank=r, world_size=2) for r in range(2)]
+    sizes = ranks[0].batch_sizes()
+    assert sizes == ranks[1].batch_sizes() and len(sizes) == 2000
+    heights, widths = {h for h, _ in sizes}, {w for _, w in sizes}
+    assert heights == set(range(256, 2273, 32)) | ({2304} & heights)  # 2304: 1 in 2049
+    assert widths == {64, 96}
+    cfg = config([write_set(tmp_path / "a", 6)], [], size_range=[[32, 80], [64, 64]],
+                 batch_size=2)
+    loader = build_train_loader(cfg)
+    shapes = {tuple(batch["image"].shape[-2:]) for batch in loader}
+    assert shapes <= {(32, 64), (64, 64)}
+    for value, key in (("[[16, 64], [64, 64]]", "data.size_range.0"),
+                       ("[[64, 32], [64, 64]]", "data.size_range.0"),
+                       ("[[64, 128]]", "data.size_range")):
+        with pytest.raises(ConfigError, match=rf"^{key}: "):
+            load_config(None, [f"data.size_range={value}"])
+    with pytest.raises(ConfigError, match="not both"):
+        load_config(None, ["data.size_range=[[64, 96], [64, 96]]", "data.size_list=[64]"])

@@ -24,7 +24,7 @@ GENERAL = ROOT / "configs" / "general_birefnet_swinl.yaml"
 COMMON = {  # both tasks: config.py, train.py, image_proc.py
     "model.name": "birefnet", "model.backbone": "swin_large_patch4_window12_384.ms_in22k_ft_in1k",
     "model.backbone_kwargs": {"drop_path_rate": 0.2}, "data.size": 1024, "data.size_list": [],
-    "data.batch_size": 8, "data.hflip": 0.5,
+    "data.size_range": [], "data.batch_size": 8, "data.hflip": 0.5,
     "data.rotation": 15.0, "data.rotation_p": 0.2, "data.color_enhance": True,
     "data.pepper": 0.0015, "data.crop": 0.0, "data.color_jitter": 0.0, "data.binarize": None,
     "loss.aux_weight": 1.0, "loss.aux_upsample": True, "loss.aux_align_corners": True,

@@ -198,6 +198,10 @@ def _check_values(cfg: Config) -> None:
         if isinstance(size, list) and len(size) != 2:
             raise ConfigError(f"data.size_list.{i}: a size is a side or [height, width], got "
                               f"{size}")
+    if cfg.data.size_range:
+        from ..data.sizes import check_size_range
+
+        check_size_range(cfg.data, ConfigError)
     if cfg.loss.schedule:  # its names against loss.terms, before any data or network
         from ..loss.schedule import check_schedule
 

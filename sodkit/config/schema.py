@@ -40,6 +40,9 @@ class DataCfg:
     size: int = ranged(320, low=MIN_SIZE, high=MAX_SIZE)  # training and test input side (square)
     # multi-scale: a size per batch from this list: a side (square) or [height, width]
     size_list: list[int | list[int]] = ranged(factory=list, low=MIN_SIZE, high=MAX_SIZE)
+    # multi-scale from ranges: [[min height, max height], [min width, max width]], each side
+    # drawn per batch and floored to a multiple of 32 (BiRefNet's dynamic_size); [] = off
+    size_range: list[list[int]] = ranged(factory=list, low=MIN_SIZE, high=MAX_SIZE)
     batch_size: int = ranged(8, above=0)  # per process
     test_batch_size: int = ranged(8, above=0)  # per process
     # loader processes; None = from the core count (resources.py)
