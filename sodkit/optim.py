@@ -132,13 +132,16 @@ def _unit_factor_fn(cfg: ScheduleCfg, units_per_epoch: int, epochs: int
     """Warm-up rises linearly from ``warmup_factor`` (unit 0) to 1 (unit ``W``,
     ``W = round(warmup_epochs * units_per_epoch)``). Poly and cosine run from 1 at unit ``W`` to
     ``min_lr_factor`` at unit ``N = epochs * units_per_epoch``; step decays by ``gamma`` at each
-    milestone (absolute epochs, converted to units); triangular is F3Net's
-    ``1 - |2 (u + 1) / (N' + 1) - 1|`` over the ``N' = N - W`` units after warm-up ``u``.
+    milestone (absolute epochs, converted to units; -M: M epochs before the end); triangular is
+    F3Net's ``1 - |2 (u + 1) / (N' + 1) - 1|`` over the ``N' = N - W`` units after warm-up ``u``.
     """
     warmup = round(cfg.warmup_epochs * units_per_epoch)
     total = epochs * units_per_epoch
     span = max(total - warmup, 1)
-    milestones = sorted(round(m * units_per_epoch) for m in cfg.milestones)
+    # a negative milestone -N: N epochs before the end (BiRefNet's lr_decay_epochs; its
+    # MultiStepLR milestone epochs - N + 1 decays the last N - 1 epochs, ours the last N)
+    milestones = sorted(round((m if m >= 0 else max(epochs + m, 0)) * units_per_epoch)
+                        for m in cfg.milestones)
     start, floor = cfg.warmup_factor, cfg.min_lr_factor
 
     def factor(unit: int) -> float:

@@ -141,3 +141,23 @@ def test_scheduler_resume_is_exact(optimizer_first: bool) -> None:
         assert [g["lr"] for g in resumed.param_groups] == expected
         resumed.step()
         resumed_sched.step()
+
+
+def test_negative_milestones_count_from_the_end() -> None:
+    """``milestones: [-N]`` decays the last N epochs; per epoch, as BiRefNet's MultiStepLR
+    (train.py: milestone ``epochs + lde + 1`` for ``lr_decay_epochs = [lde]``, stepped once an
+    epoch), whose ``-N`` decays the last N - 1 epochs: ours ``-(N - 1)`` gives its LRs."""
+    cfg = ScheduleCfg(name="step", milestones=[-3], gamma=0.5, interval="epoch")
+    lrs = [lr[1] for lr in _lrs(cfg, 99)[::10]]  # the decoder's LR in each of the 10 epochs
+    assert lrs == pytest.approx([1.0] * 7 + [0.5] * 3)
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    original = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[10 - 4 + 1], gamma=0.5)
+    theirs = []
+    for _ in range(10):
+        theirs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        original.step()
+    ours = _lrs(ScheduleCfg(name="step", milestones=[-3], gamma=0.5, interval="epoch"), 99)
+    assert [lr[1] for lr in ours[::10]] == pytest.approx(theirs)
+    never = _lrs(ScheduleCfg(name="step", milestones=[1e5], gamma=0.5, interval="epoch"), 99)
+    assert {lr[1] for lr in never} == {1.0}  # BiRefNet's lr_decay_epochs = [1e5]: no decay

@@ -196,6 +196,18 @@ def _check_values(cfg: Config) -> None:
                           f"optim.lr")
     if cfg.optim.name == "sgd" and cfg.optim.nesterov and cfg.optim.momentum == 0:
         raise ConfigError("optim.nesterov: needs optim.momentum > 0")
+    for i, size in enumerate(cfg.data.size_list):
+        if isinstance(size, list) and len(size) != 2:
+            raise ConfigError(f"data.size_list.{i}: a size is a side or [height, width], got "
+                              f"{size}")
+    if cfg.data.size_range:
+        from ..data.sizes import check_size_range
+
+        check_size_range(cfg.data, ConfigError)
+    if cfg.loss.schedule:  # its names against loss.terms, before any data or network
+        from ..loss.schedule import check_schedule
+
+        check_schedule(cfg.loss, cfg.train.epochs)
     check_name(cfg.name, "name", "my_run", ConfigError)
     for split in ("train", "test"):
         for i, dataset in enumerate(getattr(cfg.data, split)):

@@ -119,7 +119,11 @@ def check_ranges(section: Any, prefix: str, error: type[Exception] = UserError) 
                 raise error(f"{key}: must hold {rule.length} values, got {len(value)} ({value})"
                             + (f" ({rule.hint})" if rule.hint else ""))
             for i, number in enumerate(value):
-                check_number(number, rule, f"{key}.{i}", error)
+                if isinstance(number, list):  # a pair, e.g. data.size_list's [height, width]
+                    for j, inner in enumerate(number):
+                        check_number(inner, rule, f"{key}.{i}.{j}", error)
+                else:
+                    check_number(number, rule, f"{key}.{i}", error)
         else:
             check_number(value, rule, key, error)
 

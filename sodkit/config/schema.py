@@ -38,8 +38,11 @@ class DataCfg:
     train: list[DatasetCfg] = field(default_factory=list)
     test: list[DatasetCfg] = field(default_factory=list)
     size: int = ranged(320, low=MIN_SIZE, high=MAX_SIZE)  # training and test input side (square)
-    # multi-scale: a size per batch from this list
-    size_list: list[int] = ranged(factory=list, low=MIN_SIZE, high=MAX_SIZE)
+    # multi-scale: a size per batch from this list: a side (square) or [height, width]
+    size_list: list[int | list[int]] = ranged(factory=list, low=MIN_SIZE, high=MAX_SIZE)
+    # multi-scale from ranges: [[min height, max height], [min width, max width]], each side
+    # drawn per batch and floored to a multiple of 32 (BiRefNet's dynamic_size); [] = off
+    size_range: list[list[int]] = ranged(factory=list, low=MIN_SIZE, high=MAX_SIZE)
     batch_size: int = ranged(8, above=0)  # per process
     test_batch_size: int = ranged(8, above=0)  # per process
     # loader processes; None = from the core count (resources.py)
@@ -50,8 +53,16 @@ class DataCfg:
     hflip: float = ranged(0.5, low=0, high=1, hint="a probability")  # of a horizontal flip
     # max degrees of the random rotation (0 disables)
     rotation: float = ranged(10.0, low=0, high=180, hint="degrees; 0 disables")
+    # probability of that rotation (BiRefNet: 0.2)
+    rotation_p: float = ranged(1.0, low=0, high=1, hint="a probability")
     # brightness/contrast/saturation strength (0 disables)
     color_jitter: float = ranged(0.1, low=0, high=1, hint="0 disables")
+    # BiRefNet's colour enhance on every image: brightness and contrast x 0.5-1.5, colour
+    # x 0-2, sharpness x 0-3, in steps of 0.1 (sodkit/data/augment.py)
+    color_enhance: bool = False
+    # pepper noise: this fraction of the pixels drawn and set to black or white (BiRefNet:
+    # 0.0015); 0 disables
+    pepper: float = ranged(0.0, low=0, high=1, hint="a fraction of the pixels; 0 disables")
     # random crop before resizing: each side loses a random share of up to this fraction at a
     # random offset (F3Net: 0.125); 0 disables
     crop: float = ranged(0.0, low=0, below=1,
@@ -126,6 +137,20 @@ class ModelCfg:
 
 
 @dataclass
+class LossPhaseCfg:
+    """One ``loss.schedule`` entry: from epoch ``from_epoch`` to the end (or the next phase's
+    own changes), term weights are set (``terms``) and/or multiplied (``scale``)."""
+
+    # first epoch of the phase, counted from 1 as the log shows it; negative -N: the last N
+    from_epoch: int = 1
+    terms: dict[str, float] = field(default_factory=dict)  # name -> weight from then on
+    scale: dict[str, float] = field(default_factory=dict)  # name -> factor on its weight
+    # true: the factors apply again every epoch of the phase (factor ** epochs into it, the
+    # first epoch included), as BiRefNet's train.py multiplies its weights in place each epoch
+    per_epoch: bool = False
+
+
+@dataclass
 class LossCfg:
     # name -> weight (`bce: 1`), or name -> {weight: w, <the term's own parameters>}
     # (`ssim: {weight: 1, window: 11}`); checked against the registered terms by build_criterion
@@ -140,6 +165,14 @@ class LossCfg:
     # bilinearly upsampled to the mask's size first (F3Net's code; sharp boundaries for the
     # boundary-weighted structure loss)
     aux_upsample: bool = False
+    # with aux_upsample: resize with align_corners=True (BiRefNet's loss.py PixLoss)
+    aux_align_corners: bool = False
+    # BiRefNet: weight of the gradient reference supervision (BCE of each level's gradient
+    # logits against its target, sodkit/loss/gradient.py); 0 disables. The original: 1.0
+    gradient_weight: float = ranged(0.0, low=0, hint="0 disables")
+    # term weights changed by epoch (sodkit/loss/schedule.py), e.g. BiRefNet's last epochs:
+    # [{from_epoch: -20, scale: {bce: 0, iou: 0.5, mae: 0.9}, per_epoch: true}]
+    schedule: list[LossPhaseCfg] = field(default_factory=list)
 
     @property
     def uses_aux(self) -> bool:
@@ -185,8 +218,9 @@ class ScheduleCfg:
     power: float = ranged(0.9, above=0)  # poly
     # poly and cosine end at lr * min_lr_factor
     min_lr_factor: float = ranged(0.0, low=0, high=1)
-    # step: epochs at which LR *= gamma
-    milestones: list[float] = ranged(factory=list, low=0)
+    # step: epochs at which LR *= gamma; a negative -N counts from the end (the LR is
+    # decayed in the last N epochs)
+    milestones: list[float] = ranged(factory=list, hint="epochs; -N: the last N epochs")
     gamma: float = ranged(0.1, above=0)  # step
 
 

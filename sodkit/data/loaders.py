@@ -32,6 +32,7 @@ from .checks import Issue, bad_stems, check_pairs, output_name_issues
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
 from .holdout import NAME as VAL
 from .holdout import split_pairs
+from .sizes import Size, SizeRange, batch_size_choices
 from .transforms import build_test_transform, build_train_transform
 
 logger = logging.getLogger(__name__)
@@ -51,17 +52,20 @@ class MultiScaleBatchSampler(Sampler[list[tuple[int, int, int]]]):
     Args:
         length: samples in the (concatenated) training set.
         batch_size: samples per batch on this rank.
-        sizes: input sides to draw from, one per batch; a single value disables multi-scale.
+        sizes: input sizes to draw from, one per batch: a side (square) or (height, width); a
+            single value disables multi-scale; or a :class:`~sodkit.data.sizes.SizeRange`.
         seed: the run's seed; shuffling, sizes and augmentation seeds derive from it and the epoch.
         rank, world_size: this process's shard.
         shuffle: random order (True for training).
     """
 
-    def __init__(self, length: int, batch_size: int, sizes: list[int], seed: int = 0,
-                 rank: int = 0, world_size: int = 1, shuffle: bool = True) -> None:
+    def __init__(self, length: int, batch_size: int, sizes: list[Size] | SizeRange,
+                 seed: int = 0, rank: int = 0, world_size: int = 1, shuffle: bool = True
+                 ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in [0, {world_size})")
-        self.length, self.batch_size, self.sizes = length, batch_size, list(sizes)
+        self.length, self.batch_size = length, batch_size
+        self.sizes = sizes if isinstance(sizes, SizeRange) else list(sizes)
         self.seed, self.rank, self.world_size, self.shuffle = seed, rank, world_size, shuffle
         self.epoch = self.start = 0
         self.num_batches = length // (batch_size * world_size)  # drop_last: equal on all ranks
@@ -74,11 +78,13 @@ class MultiScaleBatchSampler(Sampler[list[tuple[int, int, int]]]):
     def __len__(self) -> int:
         return self.num_batches
 
-    def batch_sizes(self) -> list[int]:
-        """The input side of each batch of this epoch (identical on every rank)."""
-        if len(self.sizes) == 1:
+    def batch_sizes(self) -> list[Size]:
+        """The input size of each batch of this epoch (identical on every rank)."""
+        if not isinstance(self.sizes, SizeRange) and len(self.sizes) == 1:
             return self.sizes * self.num_batches
         rng = np.random.default_rng(_mix(self.seed, self.epoch, 1))
+        if isinstance(self.sizes, SizeRange):
+            return self.sizes.draw(rng, self.num_batches)
         return [self.sizes[i] for i in rng.integers(0, len(self.sizes), self.num_batches)]
 
     def __iter__(self) -> Iterator[list[tuple[int, int, int]]]:
@@ -230,12 +236,14 @@ def check_test_shard(test_set: TestDataset, shard: range) -> None:
 def build_train_loader(cfg: Config, rank: int = 0, world_size: int = 1) -> DataLoader:
     """The training loader of one rank; batches are ``{"image", "mask", "index"}``.
 
-    ``image``: float32 (B, 3, s, s) normalised; ``mask``: float32 (B, 1, s, s) in [0, 1];
-    ``index``: int64 (B,) into the concatenated set. ``s`` is one value of ``data.size_list`` per
-    batch (or ``data.size``). Call :func:`set_epoch` at the start of every epoch.
+    ``image``: float32 (B, 3, h, w) normalised; ``mask``: float32 (B, 1, h, w) in [0, 1];
+    ``index``: int64 (B,) into the concatenated set. ``h, w`` is one value of ``data.size_list``
+    per batch (a side: square; or [height, width]), or drawn from ``data.size_range``
+    (BiRefNet's ``dynamic_size``), or ``data.size``. Call :func:`set_epoch` at the start of
+    every epoch.
     """
     dataset = build_train_dataset(cfg)
-    sizes = list(cfg.data.size_list) or [cfg.data.size]
+    sizes = batch_size_choices(cfg.data)
     sampler = MultiScaleBatchSampler(len(dataset), cfg.data.batch_size, sizes,
                                      seed=cfg.runtime.seed, rank=rank, world_size=world_size)
     if len(sampler) == 0:

@@ -24,6 +24,7 @@ from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
 from ..config.schema import DataCfg
+from .augment import color_enhance, pepper
 
 BILINEAR = InterpolationMode.BILINEAR
 
@@ -69,8 +70,10 @@ def _finish(cfg: DataCfg) -> v2.Compose:
 class TrainTransform:
     """Random joint augmentation; the output side is chosen per call (multi-scale training).
 
-    Called with uint8 ``image`` (H, W, 3), uint8 ``mask`` (H, W) and ``size``; returns the
-    normalised float32 image (3, size, size) and the soft float32 mask (1, size, size) in [0, 1].
+    Called with uint8 ``image`` (H, W, 3), uint8 ``mask`` (H, W) and ``size`` (a side, or
+    (height, width)); returns the normalised float32 image (3, h, w) and the soft float32 mask
+    (1, h, w) in [0, 1]. Order: crop, resize, flip, rotation, colour jitter, colour enhance,
+    pepper (BiRefNet's: flip, rotate, enhance, pepper).
     The randomness comes from torch's global generator (seeded per sample by the dataset).
     """
 
@@ -78,23 +81,31 @@ class TrainTransform:
         steps: list[Callable] = []
         if cfg.hflip > 0:
             steps.append(v2.RandomHorizontalFlip(p=cfg.hflip))
-        if cfg.rotation > 0:
-            steps.append(v2.RandomRotation(cfg.rotation, interpolation=BILINEAR, fill=0))
+        if cfg.rotation > 0 and cfg.rotation_p > 0:
+            rotate = v2.RandomRotation(cfg.rotation, interpolation=BILINEAR, fill=0)
+            steps.append(rotate if cfg.rotation_p >= 1 else v2.RandomApply([rotate],
+                                                                          p=cfg.rotation_p))
         if cfg.color_jitter > 0:
             j = cfg.color_jitter
             steps.append(v2.ColorJitter(brightness=j, contrast=j, saturation=j))
         self.augment = v2.Compose(steps) if steps else v2.Identity()
         self.finish = _finish(cfg)
         self.crop, self.binarize = cfg.crop, cfg.binarize
+        self.enhance, self.pepper = cfg.color_enhance, cfg.pepper
 
-    def __call__(self, image: np.ndarray, mask: np.ndarray, size: int
+    def __call__(self, image: np.ndarray, mask: np.ndarray, size: int | tuple[int, int]
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.crop > 0:
             image, mask = random_crop(image, mask, self.crop)
         img, msk = image_to_tensor(image), mask_to_tensor(mask)
-        img = F.resize(img, [size, size], interpolation=BILINEAR, antialias=True)
-        msk = F.resize(msk, [size, size], interpolation=BILINEAR, antialias=True)
+        hw = [size, size] if isinstance(size, int) else [int(size[0]), int(size[1])]
+        img = F.resize(img, hw, interpolation=BILINEAR, antialias=True)
+        msk = F.resize(msk, hw, interpolation=BILINEAR, antialias=True)
         img, msk = self.augment(img, msk)
+        if self.enhance:  # image only, after the geometry (BiRefNet's preproc order)
+            img = color_enhance(img)
+        if self.pepper > 0:
+            img = pepper(img, self.pepper)
         img = self.finish(img)
         msk = msk.as_subclass(torch.Tensor).clamp_(0.0, 1.0)
         if self.binarize is not None:

@@ -57,8 +57,9 @@ class Trainer:
         net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
         # model.init_from, on every rank before DDP and EMA copy the weights (a resume's own)
         self.init = None if resuming else init_model(net, cfg)
+        # before DDP: the criterion may switch on outputs whose parameters DDP must then reduce
+        self.criterion = build_criterion(cfg.loss, net, cfg.train.epochs).to(runtime.device)
         self.model = runtime.wrap(net)
-        self.criterion = build_criterion(cfg.loss, net).to(runtime.device)
         micro_batches = len(self.train_loader) // cfg.train.accumulate
         if micro_batches == 0:
             raise DataError(
@@ -245,6 +246,9 @@ class Trainer:
         cfg, rt = self.cfg, self.runtime
         done = self.epoch_step  # > 0 when resumed in mid-epoch
         set_epoch(self.train_loader, epoch, start=done * cfg.train.accumulate)
+        switched = self.criterion.set_epoch(epoch)  # loss.schedule: weights of this epoch
+        if switched:
+            logger.info(switched)
         self.model.train()
         if cfg.train.freeze_bn:
             freeze_batchnorm(self.model)

@@ -8,8 +8,8 @@ from . import ssim, structure, terms
 from .criterion import Criterion, build_criterion
 from .ssim import SSIMLoss
 from .structure import structure_loss, wbce_loss, wiou_loss
-from .terms import LOSSES, bce_loss, cel_loss, dice_loss, iou_loss
+from .terms import LOSSES, bce_loss, cel_loss, dice_loss, iou_loss, mae_loss
 
 __all__ = ["LOSSES", "Criterion", "SSIMLoss", "bce_loss", "build_criterion", "cel_loss",
-           "dice_loss", "iou_loss", "ssim", "structure", "structure_loss", "terms", "wbce_loss",
-           "wiou_loss"]
+           "dice_loss", "iou_loss", "mae_loss", "ssim", "structure", "structure_loss", "terms",
+           "wbce_loss", "wiou_loss"]

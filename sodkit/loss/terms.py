@@ -88,12 +88,32 @@ def _region_sums(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor
     return (prob * target).sum(1), prob.sum(1), target.sum(1)
 
 
-@register_function("iou")
-def iou_loss(logits: Tensor, target: Tensor) -> Tensor:
-    """Soft IoU loss ``1 - sum(p t) / sum(p + t - p t)`` per image, batch mean."""
+BATCH_REDUCTIONS = ("mean", "sum")
+
+
+def _check_batch_reduction(reduction: str = "mean") -> None:
+    if reduction not in BATCH_REDUCTIONS:
+        raise ValueError(f"reduction must be one of {list(BATCH_REDUCTIONS)}, got {reduction!r}")
+
+
+@register_function("iou", check=_check_batch_reduction)
+def iou_loss(logits: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Soft IoU loss ``1 - sum(p t) / sum(p + t - p t)`` per image; ``reduction``: the batch
+    mean (default), or ``sum`` over the batch (BiRefNet's ``IoULoss``, loss.py: its weight then
+    grows with the batch size)."""
+    _check_batch_reduction(reduction)
     inter, prob_sum, target_sum = _region_sums(logits, target)
     union = prob_sum + target_sum - inter
-    return (1.0 - (inter + EPS) / (union + EPS)).mean()
+    per_image = 1.0 - (inter + EPS) / (union + EPS)
+    return per_image.sum() if reduction == "sum" else per_image.mean()
+
+
+@register_function("mae")
+def mae_loss(logits: Tensor, target: Tensor) -> Tensor:
+    """Mean absolute error ``mean |sigmoid(logits) - t|`` over all pixels (BiRefNet's ``mae``
+    pixel loss, ``nn.L1Loss`` on the probabilities): the metric MAE as a loss."""
+    logits, target = as_float(logits, target)
+    return (torch.sigmoid(logits) - target).abs().mean()
 
 
 @register_function("dice")

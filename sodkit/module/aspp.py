@@ -42,6 +42,14 @@ class DeformConv2d(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         offset = self.offset(x)
         mask = 2.0 * torch.sigmoid(self.modulator(x))
+        if x.dtype in (torch.float16, torch.bfloat16):
+            # torchvision has no bf16 kernel (nor any half one on CPU); its CUDA autocast
+            # wrapper runs the op in float32 and casts back to the input's dtype: the same here,
+            # on every device (bf16 training on CPU included)
+            with torch.autocast(x.device.type, enabled=False):
+                out = deform_conv2d(x.float(), offset.float(), self.weight.float(),
+                                    padding=self.padding, mask=mask.float())
+            return out.to(x.dtype)
         return deform_conv2d(x, offset, self.weight, padding=self.padding, mask=mask)
 
 
