@@ -87,8 +87,10 @@ def test_recipe_trains_two_steps_and_evaluates(recipe: Path, data_root: Path,
     run = tmp_path / "r"
     results = json.loads((run / "results.json").read_text())
     assert 0.0 <= results["DUTS-TE"]["MAE"] <= 1.0
-    if recipe == DIS5K:
+    if recipe == DIS5K:  # eval.compute: DIS5K's HCE, boundary IoU and boundary accuracy
         assert results["DUTS-TE"]["HCE"] >= 0
+        assert 0.0 <= results["DUTS-TE"]["maxBIoU"] <= 1.0
+        assert "mBA" in results["DUTS-TE"]
     assert len(list((run / "predictions" / "DUTS-TE").glob("*.png"))) == 6
     log = (run / "train.log").read_text()
     assert log.count("loss.schedule.0 from epoch 1") == 1  # -40 / -20 of a 1-epoch run
