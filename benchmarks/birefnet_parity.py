@@ -21,11 +21,17 @@ strictly into sodkit's network (timm backbone). Compared, on one random image:
   gradient predictions and their targets (which include kornia's Laplacian, the real one).
 
 Prints parameter counts and the largest differences; exits 1 when one exceeds ``--atol``.
+
+``--record-backbones FILE`` instead writes the state-dict names and shapes of every backbone of
+the original (Swin v1 T/S/B/L, PVTv2 b0-b5, its own classes built on the meta device, under the
+``bb.`` prefix of ``BiRefNet``), gzipped: the fixture of ``tests/test_birefnet_import.py``,
+which checks that ``import-weights birefnet`` recognises each.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -38,12 +44,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-# the original's backbone names -> timm's (sodkit's model.backbone)
-TIMM = {
-    "swin_v1_t": "swin_tiny_patch4_window7_224", "swin_v1_s": "swin_small_patch4_window7_224",
-    "swin_v1_b": "swin_base_patch4_window12_384", "swin_v1_l": "swin_large_patch4_window12_384",
-    **{f"pvt_v2_b{i}": f"pvt_v2_b{i}" for i in range(6)},
-}
+from sodkit.published.birefnet import TIMM  # the original's backbone names -> timm's
 
 
 def _select_backbone(checkout: Path, backbone: str) -> None:
@@ -148,6 +149,29 @@ def compare(checkout: Path, backbone: str, size: int, batch: int) -> dict:
     return figures
 
 
+def record_backbones(checkout: Path, out: Path) -> None:
+    """Every backbone's ``bb.`` names and shapes, from the original's own classes."""
+    with tempfile.TemporaryDirectory(prefix="birefnet-original-") as tmp:
+        copy = Path(tmp) / "BiRefNet"
+        shutil.copytree(checkout, copy, ignore=shutil.ignore_patterns(".git"))
+        os.chdir(copy)
+        sys.path.insert(0, str(copy))
+        from models.backbones import pvt_v2, swin_v1  # noqa: PLC0415 (the original's)
+
+        keys = {"_source": "ZhengPeng7/BiRefNet models/backbones/swin_v1.py, pvt_v2.py: "
+                           "state_dict() of each backbone class (meta device), prefixed bb. "
+                           "as in BiRefNet; written by benchmarks/birefnet_parity.py "
+                           "--record-backbones"}
+        with torch.device("meta"):
+            for name in TIMM:
+                module = getattr(swin_v1 if name.startswith("swin") else pvt_v2, name)()
+                keys[name] = {f"bb.{k}": list(v.shape) for k, v in module.state_dict().items()}
+    with gzip.open(out, "wt") as f:
+        json.dump(keys, f, separators=(",", ":"))
+    print(f"recorded {', '.join(f'{k}: {len(v)}' for k, v in keys.items() if k[0] != '_')} "
+          f"tensors in {out}")
+
+
 def _one(args: argparse.Namespace) -> int:
     backbone, size = args.one.split(":")
     if args.deps:
@@ -171,7 +195,14 @@ def main() -> int:
                         help="images per batch (training-mode BatchNorm needs 2)")
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child process of one --run
+    parser.add_argument("--record-backbones", type=Path, metavar="FILE.json.gz",
+                        help="write every backbone's names and shapes (the tests' fixture)")
     args = parser.parse_args()
+    if args.record_backbones:
+        if args.deps:
+            sys.path.insert(0, str(args.deps.resolve()))
+        record_backbones(args.repo.resolve(), args.record_backbones.resolve())
+        return 0
     if args.one:
         return _one(args)
     root = Path(__file__).resolve().parents[1]
