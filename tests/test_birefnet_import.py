@@ -84,6 +84,10 @@ def test_shapes_that_fit_no_backbone_are_refused_with_what_was_found():
     with pytest.raises(UserError, match=r"found: PVTv2, stage widths \[48, 128, 320, 512\], "
                                         r"depths \[2, 2, 2, 2\], MLP ratio 10"):
         recognise(_meta(pvt))
+    flat = dict(BACKBONE_KEYS["swin_v1_b"])
+    flat["bb.layers.0.blocks.0.attn.relative_position_bias_table"] = [529]  # wrong rank
+    with pytest.raises(UserError, match=r"heads \[0, 8, 16, 32\], window 12\)"):
+        recognise(_meta(flat))
     with pytest.raises(UserError, match="no backbone patch embedding"):
         recognise(_meta({"decoder.conv_out1.0.weight": [1, 32, 1, 1]}))
 

@@ -201,12 +201,13 @@ def _found(weights: Mapping[str, Any]) -> Shape | None:
     """What the backbone tensors of a file say, as a :class:`Shape` named by its family; None when
     the file has neither Swin's nor PVTv2's patch embedding."""
     keys = list(weights)
-    dims = {k: tuple(v.shape) for k, v in weights.items() if k.startswith("bb.")}
+    # every shape padded to two sides, so that a tensor of the wrong rank misses, not fails
+    dims = {k: (*tuple(v.shape), 0, 0) for k, v in weights.items() if k.startswith("bb.")}
     if "bb.patch_embed.proj.weight" in dims:  # Swin v1
         depths = _blocks(keys, r"bb\.layers\.(\d+)\.blocks\.(\d+)\.")
         tables = [dims.get(f"bb.layers.{i}.blocks.0.attn.relative_position_bias_table")
                   for i in range(len(depths))]
-        heads = tuple(t[1] for t in tables if t and len(t) == 2)
+        heads = tuple(t[1] for t in tables if t)
         side = math.isqrt(tables[0][0]) if tables and tables[0] else 0
         return _swin("swin", "", dims["bb.patch_embed.proj.weight"][0], depths, heads,
                      (side + 1) // 2)
@@ -227,7 +228,8 @@ def recognise(weights: Mapping[str, Any], source: Path | str = "the file") -> Sh
         raise UserError(f"{source} is not a BiRefNet file sodkit knows: it has no backbone "
                         f"patch embedding (bb.patch_embed.proj.weight for Swin v1, "
                         f"bb.patch_embed1.proj.weight for PVTv2; {len(weights)} tensors, "
-                        f"e.g. {', '.join(list(weights)[:2])}). Nothing was written")
+                        f"e.g. {', '.join(list(weights)[:2])}; its VGG, ResNet and DINOv3 "
+                        f"backbones are not supported). Nothing was written")
     fields = ("widths", "depths", "heads", "window", "mlp")
     for shape in BACKBONES.values():
         if all(getattr(shape, f) == getattr(found, f) for f in fields):
