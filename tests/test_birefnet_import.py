@@ -22,6 +22,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+import sodkit
 from sodkit.cli import main
 from sodkit.config.loader import stored_config
 from sodkit.config.schema import ModelCfg
@@ -117,7 +118,8 @@ def test_a_released_safetensors_file_imports_as_its_backbone_and_predicts(tmp_pa
     """PVTv2-b0 in the original's names, as a ``.safetensors`` file (the Hugging Face release's
     format) with ``_orig_mod.`` / ``module.`` prefixes, against a Swin-L recipe: the model file
     says pvt_v2_b0 and BiRefNet's pipeline, holds the file's weights, and ``sodkit predict``
-    makes the masks that pipeline makes from the network's output."""
+    makes the masks that pipeline makes from the network's output, the Python API the same
+    maps."""
     gen = torch.Generator().manual_seed(0)
     state = {k: (torch.zeros(v, dtype=torch.long) if k.endswith("num_batches_tracked") else
                  torch.rand(v, generator=gen) * 0.2 - 0.1)
@@ -150,3 +152,5 @@ def test_a_released_safetensors_file_imports_as_its_backbone_and_predicts(tmp_pa
     with torch.no_grad():
         probs = torch.sigmoid(net(transform(image)[None])["logits"])
     assert np.array_equal(mask, postprocess_of(transform).to_mask(probs, image.shape[:2]))
+    api = sodkit.load(out, device="cpu").predict(images / "a.jpg")  # the API follows it too
+    assert np.abs(api * 255 - mask).max() <= 1.0
