@@ -166,3 +166,14 @@ def test_the_reduced_decode_keeps_the_pixel_limit(tmp_path, big_jpeg, monkeypatc
     monkeypatch.setenv("SODKIT_MAX_PIXELS", str(1000 * 1000))
     with pytest.raises(DataError, match="SODKIT_MAX_PIXELS"):
         read_image_reduced(big_jpeg, (100, 100))
+
+
+def test_dis5k_sized_images_are_within_the_default_limits(monkeypatch):
+    """DIS5K's largest photos are 8K (about 8192 x 5464): under the default pixel bound, which
+    still refuses a decompression bomb's declared 2**30 pixels before any decoder runs."""
+    from sodkit.limits import check_pixels
+
+    monkeypatch.delenv("SODKIT_MAX_PIXELS", raising=False)
+    check_pixels("dis.jpg", 8192, 5464)
+    with pytest.raises(DataError, match="SODKIT_MAX_PIXELS"):
+        check_pixels("bomb.jpg", 1 << 15, 1 << 15)
