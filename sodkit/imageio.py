@@ -183,17 +183,14 @@ _ORIENT = {  # EXIF orientation -> the operations that show the image as a viewe
 }
 
 
-def _read_raw(path: str | Path) -> np.ndarray:
-    """Decoded pixels (any depth and channel count), turned upright as an image viewer shows them.
+def _decoded(path: str | Path, encoded: bytes | None = None) -> tuple[np.ndarray, bytes, int]:
+    """Decoded pixels (any depth and channel count), turned upright as an image viewer shows
+    them; the file's bytes (``encoded`` when the caller read them already); the EXIF
+    orientation applied.
 
     OpenCV's ``IMREAD_UNCHANGED`` ignores the EXIF orientation, so it is read from the header
     (Pillow, header only) and applied here: a mask drawn on the displayed photo then aligns.
     """
-    return _decoded(path)[0]
-
-
-def _decoded(path: str | Path, encoded: bytes | None = None) -> tuple[np.ndarray, bytes, int]:
-    """:func:`_read_raw`'s pixels, the file's bytes and the EXIF orientation applied."""
     if encoded is None:
         encoded = read_file(path)  # read once (non-ASCII paths work, unlike cv2.imread)
     size = _png_size(encoded) if encoded.startswith(_PNG_SIGNATURE) else None
