@@ -10,6 +10,10 @@ against the limits (limits.py: ``SODKIT_MAX_FILE_MB``, ``SODKIT_MAX_PIXELS``). T
 read from the PNG's IHDR, or by Pillow (which reads the EXIF orientation from it anyway) for the
 other formats; a file whose header Pillow cannot read goes to OpenCV, under OpenCV's own limit
 (2**30 pixels), and ends in its error.
+
+High-resolution photos (DIS5K's reach 8K) are decoded at 1/2, 1/4 or 1/8 scale when less is
+needed (:func:`read_image_reduced`): libjpeg's scaled decoding reads the whole file (a truncated
+one is still found) but computes only the pixels kept, several times faster.
 """
 
 from __future__ import annotations
@@ -179,18 +183,16 @@ _ORIENT = {  # EXIF orientation -> the operations that show the image as a viewe
 }
 
 
-def _read_raw(path: str | Path) -> np.ndarray:
-    """Decoded pixels (any depth and channel count), turned upright as an image viewer shows them.
+def _decoded(path: str | Path, encoded: bytes | None = None) -> tuple[np.ndarray, bytes, int]:
+    """Decoded pixels (any depth and channel count), turned upright as an image viewer shows
+    them; the file's bytes (``encoded`` when the caller read them already); the EXIF
+    orientation applied.
 
     OpenCV's ``IMREAD_UNCHANGED`` ignores the EXIF orientation, so it is read from the header
     (Pillow, header only) and applied here: a mask drawn on the displayed photo then aligns.
     """
-    return _decoded(path)[0]
-
-
-def _decoded(path: str | Path) -> tuple[np.ndarray, bytes, int]:
-    """:func:`_read_raw`'s pixels, the file's bytes and the EXIF orientation applied."""
-    encoded = read_file(path)  # read once (non-ASCII paths work, unlike cv2.imread)
+    if encoded is None:
+        encoded = read_file(path)  # read once (non-ASCII paths work, unlike cv2.imread)
     size = _png_size(encoded) if encoded.startswith(_PNG_SIGNATURE) else None
     if size is not None:
         check_pixels(path, *size)
@@ -227,9 +229,9 @@ def _to_uint8(array: np.ndarray) -> np.ndarray:
     return np.clip(array, 0, 255).astype(np.uint8)
 
 
-def read_image(path: str | Path) -> np.ndarray:
+def read_image(path: str | Path, encoded: bytes | None = None) -> np.ndarray:
     """Any image file -> uint8 RGB array (H, W, 3); grey is replicated, alpha is dropped."""
-    array = _to_uint8(_read_raw(path))
+    array = _to_uint8(_decoded(path, encoded)[0])
     if array.ndim == 2:
         return cv2.cvtColor(array, cv2.COLOR_GRAY2RGB)
     if array.shape[2] == 4:
@@ -237,6 +239,57 @@ def read_image(path: str | Path) -> np.ndarray:
     if array.shape[2] == 1:
         return cv2.cvtColor(array[:, :, 0], cv2.COLOR_GRAY2RGB)
     return cv2.cvtColor(array, cv2.COLOR_BGR2RGB)
+
+
+_REDUCED = {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
+            8: cv2.IMREAD_REDUCED_COLOR_8}
+
+
+def reduction(height: int, width: int, at_least: tuple[int, int]) -> int:
+    """The largest JPEG scale denominator (8, 4, 2, else 1) whose decoded image still has both
+    sides at least ``at_least`` (H, W); libjpeg's scaled sides are ``ceil(side / f)``."""
+    for factor in (8, 4, 2):
+        if -(-height // factor) >= at_least[0] and -(-width // factor) >= at_least[1]:
+            return factor
+    return 1
+
+
+def read_image_reduced(path: str | Path, at_least: tuple[int, int]) -> tuple[np.ndarray, int]:
+    """:func:`read_image`, a JPEG decoded at 1/f scale (the largest f of 2, 4, 8 that keeps it
+    at least ``at_least`` (H, W), after the EXIF orientation); returns the image and f (1: a
+    full decode, as for every other format). The file's declared size is checked against the
+    limits as for a full decode."""
+    image, factor, _ = _reduced(path, at_least)
+    return image, factor
+
+
+def decoded_size(path: str | Path) -> tuple[int, int]:
+    """(height, width) of an image, decoded to prove it decodes (a truncated or corrupt file is
+    a DataError), a JPEG at 1/8 scale (bounded and fast, the whole file still read): what a
+    full data check needs of the images, whose pixels it does not look at."""
+    image, factor, shown = _reduced(path, (1, 1))
+    return shown if factor > 1 else (image.shape[0], image.shape[1])
+
+
+def _reduced(path: str | Path, at_least: tuple[int, int]
+             ) -> tuple[np.ndarray, int, tuple[int, int]]:
+    """:func:`read_image_reduced`'s image and factor, and the image's full (H, W) as shown."""
+    encoded = read_file(path)
+    header = read_header(encoded, path) if sniff_format(encoded[:16]) == "JPEG" else None
+    if header is None:
+        image = read_image(path, encoded)
+        return image, 1, (image.shape[0], image.shape[1])
+    width, height, orientation = header
+    check_pixels(path, width, height)
+    shown = (width, height) if orientation >= 5 else (height, width)
+    factor = reduction(*shown, at_least)
+    if factor == 1:
+        return read_image(path, encoded), 1, shown
+    data = np.frombuffer(encoded, dtype=np.uint8)
+    array = cv2.imdecode(data, _REDUCED[factor] | cv2.IMREAD_IGNORE_ORIENTATION)
+    if array is None:
+        raise _undecodable(path, data)
+    return cv2.cvtColor(_oriented(array, orientation), cv2.COLOR_BGR2RGB), factor, shown
 
 
 def read_image_at(path: str | Path, shape: tuple[int, ...]) -> np.ndarray:

@@ -6,7 +6,8 @@ The file is read without unpickling code and checked tensor by tensor to be that
 published recipe as its config (with the authors' inference pipeline, ``data.preprocess``, so
 that ``predict``, ``test`` and the Python API make the masks their code made), and provenance:
 the source file's name and sha256, the format and sodkit's version. Formats:
-:mod:`sodkit.published` (``minet-r50``, ``f3net-r50``).
+:mod:`sodkit.published` (``minet-r50``, ``f3net-r50``, ``birefnet``: any of its backbones,
+recognised from the file).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from ._common import user_path
 
-HELP = "convert an author's released checkpoint (minet-r50, f3net-r50) into a sodkit model file"
+HELP = "convert an author's released checkpoint (minet-r50, f3net-r50, birefnet) into a sodkit " \
+       "model file"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("format", metavar="FORMAT", choices=format_names(),
                         help=f"which release: {', '.join(format_names())}")
     parser.add_argument("source", type=user_path, metavar="SOURCE",
-                        help="the released file (MINet_Res50.pth, F3Net's model-32)")
+                        help="the released file (MINet_Res50.pth, F3Net's model-32, BiRefNet's "
+                             "model.safetensors or .pth)")
     parser.add_argument("--out", required=True, type=user_path,
                         help="the model file to write (.safetensors)")
     parser.add_argument("--recipe", type=user_path,

@@ -81,7 +81,8 @@ class DataCfg:
                                              "0.229, 0.224, 0.225")
     # inference pipeline of test, predict and the API (sodkit/data/preprocess.py): sodkit
     # (antialiased resize, data.mean/std, probabilities resized bilinearly to the image), or
-    # minet / f3net (the authors' own, for their released weights: import-weights records it);
+    # minet / f3net / birefnet / birefnet-card (the authors' own, for their released weights:
+    # import-weights records it);
     # null: the checkpoint's own, else sodkit
     preprocess: str | None = None
     # training pairs held out as the test set `val`, chosen by a hash of the stem (the same

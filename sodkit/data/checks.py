@@ -2,8 +2,10 @@
 
 The fast check reads each file's header only (Pillow, ~50 us a file): empty files, files that are
 no image whatever their extension says, and image/mask size mismatches (after the EXIF
-orientation). The full check decodes every file as training does, which also finds truncated and
-corrupt files, and warns about masks that are empty or full. Both run in threads (decoders
+orientation). The full check decodes every file, which also finds truncated and corrupt files,
+and warns about masks that are empty or full; a JPEG image is decoded at 1/8 scale (its pixels
+are not looked at; libjpeg still reads the whole file), so that 8K photos (DIS5K) stay fast and
+bounded. Both run in threads (decoders
 release the GIL) and report every problem with the file it concerns; the caller decides what a
 problem means (training drops the pair, evaluation refuses, ``sodkit check-data`` lists).
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import DataError
-from ..imageio import header_size, read_image, read_mask
+from ..imageio import decoded_size, header_size, read_mask
 from ..mask_encoding import MaskEncodingError, take_notes
 from ..text import noun_for, plural
 from .datasets import Pair
@@ -45,7 +47,7 @@ def _mismatch(pair: Pair, image: tuple[int, ...], mask: tuple[int, ...]) -> Issu
 def check_pair(pair: Pair, full: bool = False) -> list[Issue]:
     """Every problem of one pair (an empty list when it is fine)."""
     issues: list[Issue] = []
-    readers: tuple[Callable, Callable] = (read_image, read_mask) if full else (header_size,) * 2
+    readers: tuple[Callable, Callable] = (decoded_size, read_mask) if full else (header_size,) * 2
     shapes = []
     for path, reader in zip((pair.image, pair.mask), readers, strict=True):
         try:
@@ -53,7 +55,7 @@ def check_pair(pair: Pair, full: bool = False) -> list[Issue]:
         except DataError as exc:
             issues.append(Issue(pair.stem, path, str(exc)))
     if len(shapes) == 2:
-        sizes = [s.shape if full else s for s in shapes]
+        sizes = [shapes[0], shapes[1].shape if full else shapes[1]]
         mismatch = _mismatch(pair, sizes[0], sizes[1])
         if mismatch is not None:
             issues.append(mismatch)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+import cv2
 import numpy as np
 import torch
 from torch.utils.data import Dataset
@@ -24,7 +26,7 @@ from ..config.loader import ConfigError
 from ..config.schema import DatasetCfg
 from ..errors import DataError
 from ..folder_names import dataset_name
-from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask
+from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_image_reduced, read_mask
 from ..output_names import check_dataset_name
 from ..text import plural
 from .presets import PRESETS, get_preset
@@ -173,8 +175,20 @@ def _restrict(stems: list[str], list_file: Path, label: str) -> list[str]:
     return sorted(wanted)
 
 
-def _read_pair(pair: Pair) -> tuple[np.ndarray, np.ndarray]:
-    image, mask = read_image(pair.image), read_mask(pair.mask)
+def _read_pair(pair: Pair, at_least: tuple[int, int] | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The pair's image and mask, equal in size. With ``at_least`` (H, W) a JPEG image is
+    decoded at reduced scale where it stays that large (:func:`~sodkit.imageio.read_image_reduced`),
+    and its mask, decoded full, is averaged down to it (``INTER_AREA``): the training resize
+    that follows then starts from what a full decode would give, less some rounding."""
+    image, factor = (read_image(pair.image), 1) if at_least is None else \
+        read_image_reduced(pair.image, at_least)
+    mask = read_mask(pair.mask)
+    if factor > 1:
+        if image.shape[:2] == tuple(-(-side // factor) for side in mask.shape):
+            return image, cv2.resize(mask, (image.shape[1], image.shape[0]),
+                                     interpolation=cv2.INTER_AREA)
+        image = read_image(pair.image)  # sizes differ: the message gives the full ones
     if image.shape[:2] != mask.shape:
         raise DataError(f"{pair.image} is {image.shape[0]}x{image.shape[1]} but its mask "
                         f"{pair.mask} is {mask.shape[0]}x{mask.shape[1]} (run sodkit check-data)")
@@ -208,19 +222,27 @@ class TrainDataset(Dataset):
 
     def __getitem__(self, key: int | tuple[int, int, int]) -> dict[str, torch.Tensor | int]:
         index, size, seed = (key, self.default_size, key) if isinstance(key, int) else key
-        index, (image, mask) = self._read_good(index)
+        index, (image, mask) = self._read_good(index, self._at_least(size))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             image_t, mask_t = self.transform(image, mask, size)
         return {"image": image_t, "mask": mask_t, "index": index}
 
-    def _read_good(self, index: int) -> tuple[int, tuple[np.ndarray, np.ndarray]]:
+    def _at_least(self, size: int | tuple[int, int]) -> tuple[int, int]:
+        """The decoded size that still gives ``size`` (an int side or (H, W)) its pixels after
+        the transform's random crop (which keeps at least ``1 - crop`` of each side)."""
+        height, width = (size, size) if isinstance(size, int) else size
+        keep = 1.0 - float(getattr(self.transform, "crop", 0.0) or 0.0)
+        return math.ceil(height / keep), math.ceil(width / keep)
+
+    def _read_good(self, index: int, at_least: tuple[int, int] | None = None
+                   ) -> tuple[int, tuple[np.ndarray, np.ndarray]]:
         for offset in range(len(self.pairs)):
             candidate = (index + offset) % len(self.pairs)
             if candidate in self._bad:
                 continue
             try:
-                return candidate, _read_pair(self.pairs[candidate])
+                return candidate, _read_pair(self.pairs[candidate], at_least)
             except DataError as exc:
                 self._bad.add(candidate)
                 if len(self._bad) > self.max_bad:

@@ -15,6 +15,12 @@ predict`` and the Python API need nothing but the transform to follow a model's 
 - ``f3net``: weijun88/F3Net ``src/dataset.py`` (test mode): the image as float32 RGB minus the
   mean, over the std (its 0-255 statistics: ``data.mean`` / ``data.std`` x 255), in float64,
   then OpenCV's bilinear resize of that float image (no antialiasing), then float32.
+- ``birefnet``: ZhengPeng7/BiRefNet ``inference.py`` through its ``dataset.py`` /
+  ``utils.path_to_image``: OpenCV's bilinear resize of the uint8 image (no antialiasing),
+  ``ToTensor`` and ``Normalize`` with ``data.mean`` / ``data.std`` (ImageNet's in its recipe).
+- ``birefnet-card``: the Hugging Face model card's snippet (``ZhengPeng7/BiRefNet``):
+  torchvision's ``Resize`` of the PIL image (PIL bilinear, antialiased), the same
+  normalisation. The same weights give slightly different masks through the two.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import torch
 from ..config.loader import ConfigError
 from ..config.schema import DataCfg
 
-PREPROCESSING = ("sodkit", "minet", "f3net")
+PREPROCESSING = ("sodkit", "minet", "f3net", "birefnet", "birefnet-card")
 
 
 def preprocess_name(cfg: DataCfg) -> str:
@@ -57,6 +63,25 @@ class MINetTransform:
         return TF.normalize(TF.to_tensor(resized), self.mean, self.std)
 
 
+class BiRefNetCardTransform(MINetTransform):
+    """uint8 RGB (H, W, 3) -> float32 (3, S, S) as BiRefNet's model card makes it: the same
+    calls as MINet's (``Resize`` of a PIL image is PIL's bilinear resize)."""
+
+    preprocess = "birefnet-card"
+
+
+class BiRefNetTransform(MINetTransform):
+    """uint8 RGB (H, W, 3) -> float32 (3, S, S) as BiRefNet's test ``MyData`` makes it."""
+
+    preprocess = "birefnet"
+
+    def __call__(self, image: np.ndarray) -> torch.Tensor:
+        from torchvision.transforms import functional as TF
+
+        resized = cv2.resize(image, dsize=(self.size, self.size), interpolation=cv2.INTER_LINEAR)
+        return TF.normalize(TF.to_tensor(resized), self.mean, self.std)
+
+
 class F3NetTransform:
     """uint8 RGB (H, W, 3) -> float32 (3, S, S) as F3Net's test ``Data`` makes it."""
 
@@ -75,4 +100,5 @@ class F3NetTransform:
 
 
 AUTHORS: dict[str, Callable[[DataCfg, int], Callable[[np.ndarray], torch.Tensor]]] = {
-    "minet": MINetTransform, "f3net": F3NetTransform}
+    "minet": MINetTransform, "f3net": F3NetTransform, "birefnet": BiRefNetTransform,
+    "birefnet-card": BiRefNetCardTransform}

@@ -24,6 +24,19 @@ cod10k     COD10K      Imgs/GT (SINet-V2 test repack); Test/Image / Test/GT_Obje
                        release, test split); Image/GT_Object; Image/Mask
 nc4k       NC4K        Imgs/GT (release); Image/GT; Image/Mask
 chameleon  CHAMELEON   Imgs/GT (SINet-V2 test repack); Image/GT; Image/Mask
+dis-tr     DIS5K/      im/gt (the DIS5K release, and BiRefNet's DIS5K task folder); Image/Mask
+           DIS-TR
+dis-vd     DIS5K/      im/gt; Image/Mask
+           DIS-VD
+dis-te1..4 DIS5K/      im/gt; Image/Mask
+           DIS-TE1..4
+hrsod-tr   HRSOD       HRSOD_train/HRSOD_train_mask (the HRSOD_release folder's content);
+                       TR-HRSOD/im / TR-HRSOD/gt (BiRefNet's HRSOD task folder); Image/Mask
+hrsod-te   HRSOD       HRSOD_test/HRSOD_test_mask; TE-HRSOD/im / TE-HRSOD/gt; Image/Mask
+uhrsd-tr   UHRSD       UHRSD_TR_2K/image / UHRSD_TR_2K/mask (release, PGNet); TR-UHRSD/im /
+                       TR-UHRSD/gt (BiRefNet's); Image/Mask
+uhrsd-te   UHRSD       UHRSD_TE_2K/image / UHRSD_TE_2K/mask; TE-UHRSD/im / TE-UHRSD/gt
+davis-s    DAVIS-S     im/gt (BiRefNet's); images/masks (InSPyReNet's repack); Image/Mask; Imgs/GT
 demo-train cache       DEMO-TR/images / DEMO-TR/masks (generated on first use)
 demo-test  cache       DEMO-TE/images / DEMO-TE/masks (generated on first use)
 ========== =========== ======================================================================
@@ -32,6 +45,16 @@ Camouflaged-object detection (COD) uses the same metrics on the same kind of mas
 sets are presets too. In the COD10K-v3 release, ``Test/Image`` also holds the 1,974
 non-camouflaged images, which have no object mask: they are reported as images without a mask
 and skipped, leaving the 2,026 camouflaged test images that papers evaluate.
+
+The high-resolution sets (DIS5K: 1,024 px to 8K photos; HRSOD, UHRSD: 2K-4K; DAVIS-S: 1080p
+video frames) are those of BiRefNet's tasks (its ``config.py``: ``<data_root_dir>/DIS5K/DIS-TR/im``
+and ``.../gt``, ``<data_root_dir>/HRSOD/TR-HRSOD/im`` ...). BiRefNet's packaged HRSOD task
+folder holds HRSOD, UHRSD and DAVIS-S side by side under ``HRSOD/``: for that package, point
+the UHRSD and DAVIS-S presets at it, ``{preset: uhrsd-tr, root: HRSOD, name: UHRSD-TR}``,
+``{preset: davis-s, root: HRSOD/DAVIS-S}``. The HRSOD release's own folders (``HRSOD_train``,
+``HRSOD_train_mask``, ...) and UHRSD's (``UHRSD_TR_2K/image``, ``.../mask``) are as their
+authors' code reads them; DAVIS-S has no release layout of its own (it comes with HRSOD's
+authors' results), so its usual repacks are listed.
 
 The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default ``~/.cache/sodkit``), read when a
 config is resolved so that the environment variable can be set late (tests do).
@@ -118,6 +141,28 @@ _add("nc4k", Preset("NC4K", "NC4K", (_IMGS_GT, ("Image", "GT"), _REPACK),
                     doc="NC4K (COD), 4,121 pairs"))
 _add("chameleon", Preset("CHAMELEON", "CHAMELEON", (_IMGS_GT, ("Image", "GT"), _REPACK),
                          doc="CHAMELEON (COD), 76 pairs"))
+_IM_GT: Layout = ("im", "gt")  # DIS5K's release, and every BiRefNet task folder
+_add("dis-tr", Preset("DIS-TR", "DIS5K/DIS-TR", (_IM_GT, _REPACK),
+                      doc="DIS5K training set, 3,000 pairs (high resolution)"))
+_add("dis-vd", Preset("DIS-VD", "DIS5K/DIS-VD", (_IM_GT, _REPACK),
+                      doc="DIS5K validation set, 470 pairs"))
+for _i in range(1, 5):
+    _add(f"dis-te{_i}", Preset(f"DIS-TE{_i}", f"DIS5K/DIS-TE{_i}", (_IM_GT, _REPACK),
+                               doc=f"DIS5K test set {_i}, 500 pairs"))
+_add("hrsod-tr", Preset("HRSOD-TR", "HRSOD", (("HRSOD_train", "HRSOD_train_mask"),
+                                              ("TR-HRSOD/im", "TR-HRSOD/gt"), _REPACK),
+                        doc="HRSOD training set, 1,610 pairs (high resolution)"))
+_add("hrsod-te", Preset("HRSOD-TE", "HRSOD", (("HRSOD_test", "HRSOD_test_mask"),
+                                              ("TE-HRSOD/im", "TE-HRSOD/gt"), _REPACK),
+                        doc="HRSOD test set, 400 pairs"))
+_add("uhrsd-tr", Preset("UHRSD-TR", "UHRSD", (("UHRSD_TR_2K/image", "UHRSD_TR_2K/mask"),
+                                              ("TR-UHRSD/im", "TR-UHRSD/gt"), _REPACK),
+                        doc="UHRSD training set, 5,920 pairs (4K)"))
+_add("uhrsd-te", Preset("UHRSD-TE", "UHRSD", (("UHRSD_TE_2K/image", "UHRSD_TE_2K/mask"),
+                                              ("TE-UHRSD/im", "TE-UHRSD/gt"), _REPACK),
+                        doc="UHRSD test set, 988 pairs (4K)"))
+_add("davis-s", Preset("DAVIS-S", "DAVIS-S", (_IM_GT, ("images", "masks"), _REPACK, _IMGS_GT),
+                       doc="DAVIS-S (HRSOD's), 92 pairs of 1080p frames"))
 _add("demo-train", Preset("DEMO-TR", demo_root, (("DEMO-TR/images", "DEMO-TR/masks"),),
                           prepare=synthetic.generate_demo, doc="synthetic demo, training split"))
 _add("demo-test", Preset("DEMO-TE", demo_root, (("DEMO-TE/images", "DEMO-TE/masks"),),

@@ -61,6 +61,23 @@ class MINetPostprocess(Postprocess):
         return torch.from_numpy(self.to_mask(scores, size)).float().div_(255.0)
 
 
+class BiRefNetPostprocess(Postprocess):
+    def to_mask(self, scores: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
+        return self.probability_map(scores, size).mul(255.0).to(torch.uint8).cpu().numpy()
+
+    def probability_map(self, scores: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        return F.interpolate(scores.float(), size=tuple(size), mode="bilinear",
+                             align_corners=True)[0, 0]
+
+
+class BiRefNetCardPostprocess(MINetPostprocess):
+    def to_mask(self, scores: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
+        from PIL import Image
+
+        at_input = scores[0, 0].mul(255.0).to(torch.uint8).cpu().numpy()
+        return np.asarray(Image.fromarray(at_input).resize((size[1], size[0]), Image.BICUBIC))
+
+
 class F3NetPostprocess(Postprocess):
     coarse = True
 
@@ -78,7 +95,8 @@ class F3NetPostprocess(Postprocess):
 
 
 POSTPROCESS: dict[str, Postprocess] = {
-    "sodkit": Postprocess(), "minet": MINetPostprocess(), "f3net": F3NetPostprocess()}
+    "sodkit": Postprocess(), "minet": MINetPostprocess(), "f3net": F3NetPostprocess(),
+    "birefnet": BiRefNetPostprocess(), "birefnet-card": BiRefNetCardPostprocess()}
 
 
 def postprocess_of(transform: object) -> Postprocess:

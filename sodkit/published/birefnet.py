@@ -11,16 +11,28 @@ The two backbone families name ``norm1``.. differently (Swin: the level norms ``
 ``norm3``; PVTv2: its stages' ``norm1``-``norm4``), so the rename is per family
 (:func:`rename_for`). ``benchmarks/birefnet_parity.py`` loads the original's tensors into
 sodkit's network this way and compares the outputs.
+
+The released files come with every backbone the original offers (Swin v1 T/S/B/L, PVTv2
+b0-b5): :func:`recognise` reads which one from the tensors' shapes (Swin: the embedding width,
+the blocks per stage, the heads of each stage's relative-position table and its window;
+PVTv2: the stage widths, the blocks per stage and the MLP width), and the model file's config
+gets the matching timm backbone (sodkit's decoder takes its channels from it, as the
+original's ``lateral_channels_in_collection``). A file that fits none is refused with what
+was found.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
-from .formats import Release, register
+from ..errors import UserError
+from .formats import Release, Variant, register
 
 Family = Literal["swin", "pvt"]
 DROPPED = ("relative_position_index",)  # buffers in the original's files, no weights
@@ -127,10 +139,116 @@ def rename_for(family: Family) -> Callable[[str], str]:
     return functools.partial(birefnet_key, family=family)
 
 
+@dataclass(frozen=True)
+class Shape:
+    """One backbone of the original (``models/backbones/swin_v1.py``, ``pvt_v2.py``) by what its
+    tensors show; ``heads`` and ``window`` are Swin's (PVTv2's heads leave no trace in shapes),
+    ``mlp`` PVTv2's MLP width over the stage width."""
+
+    name: str  # the original's config.py name
+    timm: str  # sodkit's model.backbone
+    widths: tuple[int, ...]
+    depths: tuple[int, ...]
+    heads: tuple[int, ...] = ()
+    window: int = 0
+    mlp: int = 0
+
+    @property
+    def family(self) -> Family:
+        return "swin" if self.name.startswith("swin") else "pvt"
+
+    def describe(self) -> str:
+        if self.family == "swin":
+            return (f"Swin, embed dim {self.widths[0]}, depths {list(self.depths)}, heads "
+                    f"{list(self.heads)}, window {self.window}")
+        return (f"PVTv2, stage widths {list(self.widths)}, depths {list(self.depths)}, MLP ratio "
+                f"{self.mlp}")
+
+
+def _swin(name: str, timm: str, embed: int, depths: tuple[int, ...], heads: tuple[int, ...],
+          window: int) -> Shape:
+    return Shape(name, timm, (embed,), depths, heads, window)
+
+
+_PVT_WIDTHS = (64, 128, 320, 512)
+BACKBONES: dict[str, Shape] = {s.name: s for s in (
+    _swin("swin_v1_t", "swin_tiny_patch4_window7_224", 96, (2, 2, 6, 2), (3, 6, 12, 24), 7),
+    _swin("swin_v1_s", "swin_small_patch4_window7_224", 96, (2, 2, 18, 2), (3, 6, 12, 24), 7),
+    _swin("swin_v1_b", "swin_base_patch4_window12_384", 128, (2, 2, 18, 2), (4, 8, 16, 32), 12),
+    _swin("swin_v1_l", "swin_large_patch4_window12_384", 192, (2, 2, 18, 2), (6, 12, 24, 48),
+          12),
+    Shape("pvt_v2_b0", "pvt_v2_b0", (32, 64, 160, 256), (2, 2, 2, 2), mlp=8),
+    Shape("pvt_v2_b1", "pvt_v2_b1", _PVT_WIDTHS, (2, 2, 2, 2), mlp=8),
+    Shape("pvt_v2_b2", "pvt_v2_b2", _PVT_WIDTHS, (3, 4, 6, 3), mlp=8),
+    Shape("pvt_v2_b3", "pvt_v2_b3", _PVT_WIDTHS, (3, 4, 18, 3), mlp=8),
+    Shape("pvt_v2_b4", "pvt_v2_b4", _PVT_WIDTHS, (3, 8, 27, 3), mlp=8),
+    Shape("pvt_v2_b5", "pvt_v2_b5", _PVT_WIDTHS, (3, 6, 40, 3), mlp=4),
+)}
+TIMM = {name: shape.timm for name, shape in BACKBONES.items()}  # the original's name -> timm's
+
+
+def _blocks(keys: list[str], pattern: str) -> tuple[int, ...]:
+    """Blocks per stage: the distinct block indices under each stage (``pattern`` has the stage
+    and block index as groups)."""
+    found: dict[int, set[int]] = {}
+    for key in keys:
+        if match := re.match(pattern, key):
+            found.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+    return tuple(len(found[i]) for i in sorted(found))
+
+
+def _found(weights: Mapping[str, Any]) -> Shape | None:
+    """What the backbone tensors of a file say, as a :class:`Shape` named by its family; None when
+    the file has neither Swin's nor PVTv2's patch embedding."""
+    keys = list(weights)
+    # every shape padded to two sides, so that a tensor of the wrong rank misses, not fails
+    dims = {k: (*tuple(v.shape), 0, 0) for k, v in weights.items() if k.startswith("bb.")}
+    if "bb.patch_embed.proj.weight" in dims:  # Swin v1
+        depths = _blocks(keys, r"bb\.layers\.(\d+)\.blocks\.(\d+)\.")
+        tables = [dims.get(f"bb.layers.{i}.blocks.0.attn.relative_position_bias_table")
+                  for i in range(len(depths))]
+        heads = tuple(t[1] for t in tables if t)
+        side = math.isqrt(tables[0][0]) if tables and tables[0] else 0
+        return _swin("swin", "", dims["bb.patch_embed.proj.weight"][0], depths, heads,
+                     (side + 1) // 2)
+    if "bb.patch_embed1.proj.weight" in dims:  # PVTv2
+        widths = tuple(dims[f"bb.patch_embed{i}.proj.weight"][0] for i in range(1, 5)
+                       if f"bb.patch_embed{i}.proj.weight" in dims)
+        fc1 = dims.get("bb.block1.0.mlp.fc1.weight")
+        mlp = fc1[0] // widths[0] if fc1 and widths and widths[0] else 0
+        return Shape("pvt", "", widths, _blocks(keys, r"bb\.block(\d)\.(\d+)\."), mlp=mlp)
+    return None
+
+
+def recognise(weights: Mapping[str, Any], source: Path | str = "the file") -> Shape:
+    """The original's backbone whose shapes ``weights`` (the original's names) has; a
+    :class:`~sodkit.errors.UserError` saying what was found when none fits."""
+    found = _found(weights)
+    if found is None:
+        raise UserError(f"{source} is not a BiRefNet file sodkit knows: it has no backbone "
+                        f"patch embedding (bb.patch_embed.proj.weight for Swin v1, "
+                        f"bb.patch_embed1.proj.weight for PVTv2; {len(weights)} tensors, "
+                        f"e.g. {', '.join(list(weights)[:2])}; its VGG, ResNet and DINOv3 "
+                        f"backbones are not supported). Nothing was written")
+    fields = ("widths", "depths", "heads", "window", "mlp")
+    for shape in BACKBONES.values():
+        if all(getattr(shape, f) == getattr(found, f) for f in fields):
+            return shape
+    family = "swin_v1_t/s/b/l" if found.family == "swin" else "pvt_v2_b0..b5"
+    raise UserError(f"{source}: its backbone fits none of the original's {family} "
+                    f"(found: {found.describe()}). Nothing was written")
+
+
+def variant(weights: Mapping[str, Any], source: Path) -> Variant:
+    """The released file's backbone: its timm name in the model file's config, its rename."""
+    shape = recognise(weights, source)
+    return Variant(title=f"BiRefNet (ZhengPeng7/BiRefNet), {shape.name}",
+                   model={"backbone": shape.timm}, rename=rename_for(shape.family))
+
+
 BIREFNET = register(Release(
-    name="birefnet", title="BiRefNet (ZhengPeng7/BiRefNet), Swin-L", file="model.safetensors",
-    # the original's inference pipeline (cv2 resize, align_corners upsampling) is a profile of
-    # its own still to come (issue 24, item 3); until then sodkit's
-    recipe="general_birefnet_swinl.yaml", preprocess="sodkit", rename=rename_for("swin"),
+    name="birefnet", title="BiRefNet (ZhengPeng7/BiRefNet)", file="model.safetensors",
+    recipe="general_birefnet_swinl.yaml", preprocess="birefnet", rename=rename_for("swin"),
+    variant=variant,
     download="huggingface.co/ZhengPeng7/BiRefNet (model.safetensors), or the GitHub "
              "releases of github.com/ZhengPeng7/BiRefNet (BiRefNet-general-epoch_244.pth)"))

@@ -2,13 +2,16 @@
 release tensor by tensor, renamed, written with the published recipe as its config.
 
 The file is read with ``torch.load(weights_only=True)`` (:func:`sodkit.torchfile.read_weights_only`:
-size bounded, a pickle that needs code refused with the globals it asks for). Training scripts
+size bounded, a pickle that needs code refused with the globals it asks for), or as safetensors
+when it is a ``.safetensors`` file (BiRefNet's Hugging Face release). Training scripts
 wrap state dicts in DDP (``module.``) or ``torch.compile`` (``_orig_mod.``): both prefixes are
 stripped, as the authors' loaders do. Half-precision tensors (F3Net's apex O2) load as float32.
 Then every tensor must have a sodkit name in the recipe's network, with its shape, and every
 tensor of that network must come from the file (but the release's declared ``fresh`` parts and
 BatchNorm's ``num_batches_tracked`` counters, which older files lack): otherwise the file is
 not that release, and the error gives the counts and the first names of each kind.
+A release published in variants (BiRefNet's backbones) first reads which one the file is
+(:attr:`Release.variant`): its config keys go into the model file's config, its rename is used.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ _SHOW = 3
 def release_state_dict(path: Path, release: Release) -> tuple[dict[str, torch.Tensor], int]:
     """The file's tensors under their original names, prefixes stripped, floats as float32;
     and how many were half precision."""
+    from ..model_file import is_model_file, read_safetensors
     from ..torchfile import read_weights_only
 
-    obj = read_weights_only(path, f"{release.file} ({release.name})")
+    obj = read_safetensors(path)[0] if is_model_file(path) else read_weights_only(
+        path, f"{release.file} ({release.name})")
     state = _unwrap(obj)
     if state is None:
         raise UserError(f"{path} is not {release.title}'s {release.file}: it holds a "
@@ -159,6 +164,10 @@ def import_weights(release: Release, source: str | Path, out: str | Path,
     source = Path(source).expanduser()
     config = release_config(release, recipe)  # a missing recipe fails before the big read
     weights, halves = release_state_dict(source, release)
+    if release.variant is not None:  # which of the release's variants the file is
+        found = release.variant(weights, source)
+        release = replace(release, title=found.title, rename=found.rename)
+        config["model"].update(found.model)
     with torch.device("meta"):  # shapes only: no memory, no initialisation
         net = build_network(stored_config(config, source).model)
     renamed, fill = match_release(weights, net.state_dict(), release, source)

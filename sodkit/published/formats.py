@@ -14,9 +14,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
 
@@ -39,6 +40,19 @@ class Release:
     # sodkit tensors the release has no counterpart for, by key prefix; they keep the
     # network's fresh initialisation (MINet's optional side heads)
     fresh: tuple[str, ...] = ()
+    # a release published in several variants (BiRefNet: one file per backbone): reads which
+    # one a file is from its tensors (original names, prefixes stripped) before the check
+    variant: Callable[[Mapping[str, Any], Path], Variant] | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a file of a multi-variant release is: its title for messages, the ``model`` config
+    keys it fixes (e.g. ``backbone``) and the rename of its tensors."""
+
+    title: str
+    rename: Callable[[str], str]
+    model: dict[str, Any] = field(default_factory=dict)
 
 
 _FORMATS: dict[str, Release] = {}
