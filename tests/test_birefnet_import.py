@@ -154,3 +154,19 @@ def test_a_released_safetensors_file_imports_as_its_backbone_and_predicts(tmp_pa
     assert np.array_equal(mask, postprocess_of(transform).to_mask(probs, image.shape[:2]))
     api = sodkit.load(out, device="cpu").predict(images / "a.jpg")  # the API follows it too
     assert np.abs(api * 255 - mask).max() <= 1.0
+
+
+def test_the_published_general_recipe_is_the_default_recipe(tmp_path):
+    """Without --recipe, `import-weights birefnet` takes configs/general_birefnet_swinl.yaml and
+    sets the backbone the shapes say (here PVTv2-b0) and BiRefNet's own inference pipeline."""
+    state = {k: torch.zeros(v, dtype=torch.long if k.endswith("num_batches_tracked")
+                            else torch.float32)
+             for k, v in NETWORK_KEYS["pvt_v2_b0"].items()}
+    source = tmp_path / "model.safetensors"
+    save_file(state, str(source))
+    out = tmp_path / "birefnet.safetensors"
+    assert main(["import-weights", "birefnet", str(source), "--out", str(out)]) == 0
+    cfg = stored_config(read_model_file(out)["config"], out)
+    assert (cfg.model.name, cfg.model.backbone) == ("birefnet", TIMM["pvt_v2_b0"])
+    assert (cfg.data.size, cfg.data.preprocess) == (1024, "birefnet")
+    assert cfg.loss.terms["mae"] == 100.0  # the General task's MAE term
