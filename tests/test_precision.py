@@ -149,23 +149,29 @@ def test_compile_is_refused_with_checkpointing() -> None:
 
 
 def test_trainer_logs_the_steps_the_scaler_skipped(tmp_path: Path, caplog) -> None:
-    # A scale of 2**127 overflows float32 gradients: the first steps are skipped (scale halved
-    # each time), which the log line reports as "skipped N"; training goes on.
+    # A scale of 2**127 overflows float32 gradients of magnitude >= 2. The scaled loss being
+    # inf does not make them inf (autograd scales each gradient by the scale, a finite
+    # number), so the BCE weight of 1e4 makes sure: the classifier bias's gradient is then
+    # about 1e4 * mean(sigmoid - mask). The steps are skipped (scale halved each time), which
+    # the log line reports as "skipped N"; training goes on.
     from sodkit.engine.trainer import Trainer
 
     data = write_duts_layout(tmp_path / "data", n_train=8, n_test=1)
     cfg = load_config(ROOT / "configs" / "demo.yaml", [
         f"data_root={data}", "data.train=[{preset: duts-tr}]", "data.test=[]",
         "data.size=32", "data.batch_size=2", "model.decoder_channels=8", "runtime.device=cpu",
-        "train.epochs=1", "train.log_every=4", "train.image_every=0"])
+        "train.epochs=1", "train.log_every=4", "train.image_every=0",
+        "loss.terms={bce: 10000}"])
     trainer = Trainer(cfg, Runtime(cfg.runtime), tmp_path / "run")
     trainer.runtime.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127, enabled=True)
     with caplog.at_level("INFO"):
         trainer.fit()
-    lines = [r.getMessage() for r in caplog.records  # the progress line (not the save's)
-             if r.getMessage().startswith("epoch 1/1 step 4/4 ")]
-    assert len(lines) == 1 and " skipped " in lines[0]
-    skipped = int(lines[0].split(" skipped ")[1].split(")")[0])
+    # the progress lines (not the save's): step 1, the first feedback, then steps 2-4
+    lines = [r.getMessage() for r in caplog.records
+             if r.getMessage().startswith(("epoch 1/1 step 1/4 ", "epoch 1/1 step 4/4 "))
+             and " loss " in r.getMessage()]
+    assert len(lines) == 2 and all(" skipped " in line for line in lines)
+    skipped = sum(int(line.split(" skipped ")[1].split(")")[0]) for line in lines)
     assert 1 <= skipped <= 4
     assert trainer.runtime.scaler.get_scale() == 2.0 ** (127 - skipped)
 
