@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     state = load_checkpoint(args.checkpoint)
     cfg = checkpoint_config(state, Path(args.checkpoint))
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
-    model = build_network(replace(cfg.model, pretrained=None))  # weights come from the checkpoint
+    model = build_network(replace(cfg.model, pretrained=None), initialise=False)  # the file's
     load_weights(model, state, Path(args.checkpoint), args.weights)
     model = model.to(runtime.device)
     transform = build_test_transform(cfg.data, size=args.size)
