@@ -19,7 +19,8 @@ from ..outputs import OutputFolder
 from ..paths import inside
 from ..text import plural
 from .evaluator import MaskWriter, agree_on_round
-from .postprocess import postprocess_of, predict_scores
+from .overlap import OutputThread
+from .postprocess import Postprocess, postprocess_of, predict_scores
 from .runtime import Runtime, eval_mode
 from .skip_bad import SkipUnreadable, collate_skipping, next_batch, report_skipped
 
@@ -99,6 +100,22 @@ def predict_arrays(
                 yield prob.float().cpu().numpy()
 
 
+def _encoded(batch: dict | None, probs: torch.Tensor | None, targets: list[Path],
+             post: Postprocess, rendering: Rendering | None) -> list[tuple[Path, bytes]]:
+    """One batch's files: each image's scores at its own size, as ``rendering`` (None: the
+    uint8 mask) PNG bytes (run beside the next forward pass: :mod:`sodkit.engine.overlap`)."""
+    if batch is None or probs is None:
+        return []
+    files = []
+    for i, (size, target) in enumerate(zip(batch["size"], targets, strict=True)):
+        scores = probs[i : i + 1]
+        files.append((target, encode_mask(post.to_mask(scores, tuple(size)))
+                      if rendering is None else rendering.png(
+                          post.probability_map(scores, tuple(size)).cpu().numpy(),
+                          batch["original"][i])))
+    return files
+
+
 def predict_files(
     model: nn.Module,
     paths: list[Path],
@@ -131,28 +148,20 @@ def predict_files(
                         collate_fn=collate)
     writer = MaskWriter(runtime, len(paths), batch_size, outputs)
     post = postprocess_of(transform)  # the output side of the transform's pipeline
-    written = []
+    written: list[Path] = []
     batches = iter(loader)
-    with eval_mode(model):
+    with eval_mode(model), OutputThread(writer, runtime) as output:
         for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
             batch = next_batch(batches, skipped if skip_bad else None)
             probs = None if batch is None else predict_scores(
-                model, batch["image"].to(runtime.device), runtime, post, tta=tta)
+                model, batch["image"].to(runtime.device, non_blocking=True), runtime, post,
+                tta=tta)
             agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
                            else [])
-            if batch is None:
-                writer.send([])
-                continue
-            files = []
-            for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
-                target = inside(out_dir, f"{mine[index].stem}.png")
-                scores = probs[i : i + 1]
-                files.append((target, encode_mask(post.to_mask(scores, tuple(size)))
-                              if rendering is None else rendering.png(
-                                  post.probability_map(scores, tuple(size)).cpu().numpy(),
-                                  batch["original"][i])))
-                written.append(target)
-            writer.send(files)
+            targets = [] if batch is None else [inside(out_dir, f"{mine[i].stem}.png")
+                                                for i in batch["index"]]
+            written += targets
+            output.put(lambda b=batch, p=probs, t=targets: _encoded(b, p, t, post, rendering))
     left_out = report_skipped(runtime, [(mine[i], why) for i, why in skipped]) if skip_bad else 0
     logger.info("wrote %s to %s", plural(len(paths) - left_out, "mask"), out_dir)
     return written
