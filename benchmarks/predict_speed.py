@@ -22,7 +22,11 @@ command, even rounds with the bare passes, so that neither always runs in the ot
 
 The ratio is bare time / predict time (1.0: predict costs nothing beyond the forward passes),
 the median of the rounds' own ratios; each round's ratio and the machine's load average (1 min)
-before it are listed. The cores are shared with other work, so the figures move with it. Both
+before it are listed. The CPU seconds (this process's threads and the decoding processes) show
+how much work each side did: where wall time equals CPU time, the run had one core's worth and
+nothing could overlap (Linux shares the CPU between sessions, so a busy machine gives a session
+about one core whatever its threads). The cores are shared with other work, so the figures
+move with it. Both
 sides use the same intra-op threads (sodkit's default, or ``OMP_NUM_THREADS``): on a loaded
 2-core machine two threads spin-wait at every operator and made the forward passes 3-5x slower
 than one thread, so there ``OMP_NUM_THREADS=1`` with ``--workers 1`` gives the steadier figures.
