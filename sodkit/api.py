@@ -182,7 +182,7 @@ def load(path: str | Path, device: str = "auto", weights: str = "auto",
     state = load_checkpoint(source)
     cfg = checkpoint_config(state, source)
     target = _device(device)
-    network = build_network(replace(cfg.model, pretrained=None))  # weights: the file's
+    network = build_network(replace(cfg.model, pretrained=None), initialise=False)  # the file's
     which = load_weights(network, state, source, weights)
     return Model(network.to(target).eval(), cfg, source, which, target, size or cfg.data.size,
                  dict(state.get("provenance", {})))

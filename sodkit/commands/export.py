@@ -87,7 +87,7 @@ def export_model_file(args: argparse.Namespace) -> int:
     state = load_checkpoint(checkpoint)
     cfg = checkpoint_config(state, checkpoint)
     weights, provenance = from_checkpoint(state, checkpoint, args.weights)
-    net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"))
+    net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"), initialise=False)
     load_weights(net, {**state, "model": weights, "ema": None, "model_file": False},
                  checkpoint, "model")
     target.write_bytes(out, model_file_bytes(weights, to_dict(cfg), provenance))
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     state = load_checkpoint(checkpoint)
     cfg = checkpoint_config(state, checkpoint)
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
-                        aux_outputs=False)
+                        aux_outputs=False, initialise=False)
     which = load_weights(net, state, checkpoint, args.weights)
     # both bounded: --size by its type, the stored data.size by the config's range
     size = tuple(args.size) if args.size else (cfg.data.size, cfg.data.size)

@@ -104,7 +104,7 @@ def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> N
 def run(args: argparse.Namespace) -> int:
     from ..config import RuntimeCfg
     from ..data import build_test_transform
-    from ..engine.predictor import collect_inputs, predict_files
+    from ..engine.predictor import ImageBatches, collect_inputs, predict_files
     from ..engine.runtime import Runtime
     from ..network import build_network
     from ..outputs import claim
@@ -118,18 +118,22 @@ def run(args: argparse.Namespace) -> int:
     state = load_checkpoint(args.checkpoint)
     cfg = checkpoint_config(state, Path(args.checkpoint))
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
-    model = build_network(replace(cfg.model, pretrained=None))  # weights come from the checkpoint
-    load_weights(model, state, Path(args.checkpoint), args.weights)
-    model = model.to(runtime.device)
     transform = build_test_transform(cfg.data, size=args.size)
     workers = cap_workers(args.workers, len(paths), "--workers")
+    # decoding starts now: the workers read the first batches while the network is built
+    images = ImageBatches(paths, transform, runtime, args.batch_size, workers,
+                          rendering is not None and rendering.needs_image, args.skip_bad)
     try:
+        model = build_network(replace(cfg.model, pretrained=None), initialise=False)
+        load_weights(model, state, Path(args.checkpoint), args.weights)  # all of them
+        model = model.to(runtime.device)
         folder = claim(out, "predict", force=args.force) if runtime.is_main else None
         runtime.barrier()
         predict_files(model, paths, transform, runtime, folder or out,
                       batch_size=args.batch_size, num_workers=workers,
                       tta=cfg.eval.tta if args.tta is None else args.tta,
-                      rendering=rendering, skip_bad=args.skip_bad)
+                      rendering=rendering, skip_bad=args.skip_bad, images=images)
     finally:
+        images.close()
         runtime.close()
     return 0

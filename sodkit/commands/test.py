@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             folder.check(eval_output_paths(out, loaders, pred_root))
         runtime.barrier()
         setup_logging(out / "test.log", runtime.is_main)
-        model = build_network(replace(cfg.model, pretrained=None))  # weights: the checkpoint
+        model = build_network(replace(cfg.model, pretrained=None), initialise=False)  # the file
         which = load_weights(model, state, Path(args.checkpoint), args.weights)
         model = runtime.wrap(model)
         logger.info("evaluating %s (%s, %s weights) on %s", args.checkpoint,

@@ -19,7 +19,8 @@ from ..outputs import OutputFolder
 from ..paths import inside
 from ..text import plural
 from .evaluator import MaskWriter, agree_on_round
-from .postprocess import postprocess_of, predict_scores
+from .overlap import OutputThread
+from .postprocess import Postprocess, postprocess_of, predict_scores
 from .runtime import Runtime, eval_mode
 from .skip_bad import SkipUnreadable, collate_skipping, next_batch, report_skipped
 
@@ -99,6 +100,52 @@ def predict_arrays(
                 yield prob.float().cpu().numpy()
 
 
+def _encoded(batch: dict | None, probs: torch.Tensor | None, targets: list[Path],
+             post: Postprocess, rendering: Rendering | None) -> list[tuple[Path, bytes]]:
+    """One batch's files: each image's scores at its own size, as ``rendering`` (None: the
+    uint8 mask) PNG bytes (run beside the next forward pass: :mod:`sodkit.engine.overlap`)."""
+    if batch is None or probs is None:
+        return []
+    files = []
+    for i, (size, target) in enumerate(zip(batch["size"], targets, strict=True)):
+        scores = probs[i : i + 1]
+        files.append((target, encode_mask(post.to_mask(scores, tuple(size)))
+                      if rendering is None else rendering.png(
+                          post.probability_map(scores, tuple(size)).cpu().numpy(),
+                          batch["original"][i])))
+    return files
+
+
+class ImageBatches:
+    """:func:`predict_files`' batches of this rank's shard of ``paths``, decoded by
+    ``num_workers`` processes from the moment it is made (their first batches are prefetched):
+    ``sodkit predict`` makes it before it reads the weights and builds the network, so that the
+    workers decode meanwhile. :meth:`close` stops the workers (``predict_files`` does at its
+    end)."""
+
+    def __init__(self, paths: list[Path], transform: Callable[[np.ndarray], torch.Tensor],
+                 runtime: Runtime, batch_size: int = 8, num_workers: int = 0,
+                 keep_images: bool = False, skip_bad: bool = False) -> None:
+        self.paths, self.batch_size, self.skip_bad = paths, batch_size, skip_bad
+        self.mine = [paths[i] for i in shard_range(len(paths), runtime.rank, runtime.world_size)]
+        dataset, collate = _ImageFiles(self.mine, transform, keep_images), _collate
+        if skip_bad:
+            dataset, collate = SkipUnreadable(dataset), collate_skipping(collate)
+        loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                            collate_fn=collate)
+        self.iterator: Iterator[dict] | None = iter(loader)
+        self.skipped: list[tuple[int, str]] = []  # (index into mine, why): --skip-bad
+
+    def next(self) -> dict | None:
+        """The next batch, None at the end (:func:`~sodkit.engine.skip_bad.next_batch`)."""
+        if self.iterator is None:
+            return None
+        return next_batch(self.iterator, self.skipped if self.skip_bad else None)
+
+    def close(self) -> None:
+        self.iterator = None  # its worker processes end with it
+
+
 def predict_files(
     model: nn.Module,
     paths: list[Path],
@@ -110,6 +157,7 @@ def predict_files(
     tta: Sequence[str] = (),
     rendering: Rendering | None = None,
     skip_bad: bool = False,
+    images: ImageBatches | None = None,
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
 
@@ -118,41 +166,37 @@ def predict_files(
     Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
     ``out_dir``: the folder, or the output folder the command claimed (its rules apply).
     ``skip_bad``: an image that cannot be read is left out and listed, not an error.
+    ``images``: the batches, already decoding (:class:`ImageBatches` of the same ``paths``,
+    ``batch_size`` and ``skip_bad``); None: made here from ``transform`` and ``num_workers``.
     """
     outputs = out_dir if isinstance(out_dir, OutputFolder) else OutputFolder.at(out_dir)
     out_dir = outputs.root if isinstance(out_dir, OutputFolder) else Path(out_dir)
-    mine = [paths[i] for i in shard_range(len(paths), runtime.rank, runtime.world_size)]
-    keep = rendering is not None and rendering.needs_image
-    dataset, collate = _ImageFiles(mine, transform, keep), _collate
-    if skip_bad:
-        dataset, collate = SkipUnreadable(dataset), collate_skipping(collate)
-    skipped: list[tuple[int, str]] = []
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
-                        collate_fn=collate)
+    if images is None:
+        images = ImageBatches(paths, transform, runtime, batch_size, num_workers,
+                              rendering is not None and rendering.needs_image, skip_bad)
+    elif (images.paths, images.batch_size, images.skip_bad) != (paths, batch_size, skip_bad):
+        raise ValueError("predict_files: images made for other paths, batch size or skip_bad")
+    mine = images.mine
     writer = MaskWriter(runtime, len(paths), batch_size, outputs)
     post = postprocess_of(transform)  # the output side of the transform's pipeline
-    written = []
-    batches = iter(loader)
-    with eval_mode(model):
-        for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
-            batch = next_batch(batches, skipped if skip_bad else None)
-            probs = None if batch is None else predict_scores(
-                model, batch["image"].to(runtime.device), runtime, post, tta=tta)
-            agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
-                           else [])
-            if batch is None:
-                writer.send([])
-                continue
-            files = []
-            for i, (size, index) in enumerate(zip(batch["size"], batch["index"], strict=True)):
-                target = inside(out_dir, f"{mine[index].stem}.png")
-                scores = probs[i : i + 1]
-                files.append((target, encode_mask(post.to_mask(scores, tuple(size)))
-                              if rendering is None else rendering.png(
-                                  post.probability_map(scores, tuple(size)).cpu().numpy(),
-                                  batch["original"][i])))
-                written.append(target)
-            writer.send(files)
-    left_out = report_skipped(runtime, [(mine[i], why) for i, why in skipped]) if skip_bad else 0
+    written: list[Path] = []
+    try:
+        with eval_mode(model), OutputThread(writer, runtime) as output:
+            for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
+                batch = images.next()
+                probs = None if batch is None else predict_scores(
+                    model, batch["image"].to(runtime.device, non_blocking=True), runtime, post,
+                    tta=tta)
+                agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
+                               else [])
+                targets = [] if batch is None else [inside(out_dir, f"{mine[i].stem}.png")
+                                                    for i in batch["index"]]
+                written += targets
+                output.put(lambda b=batch, p=probs, t=targets: _encoded(b, p, t, post,
+                                                                        rendering))
+    finally:
+        images.close()
+    left_out = report_skipped(runtime, [(mine[i], why) for i, why in images.skipped]
+                              ) if skip_bad else 0
     logger.info("wrote %s to %s", plural(len(paths) - left_out, "mask"), out_dir)
     return written

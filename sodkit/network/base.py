@@ -43,16 +43,25 @@ CHECKPOINTING = ("off", "backbone", "decoder", "all")  # model.checkpointing val
 NETWORKS: Registry[Callable[[ModelCfg], nn.Module]] = Registry("network")
 
 
-def build_network(cfg: ModelCfg, aux_outputs: bool = True) -> nn.Module:
+def build_network(cfg: ModelCfg, aux_outputs: bool = True, initialise: bool = True
+                  ) -> nn.Module:
     """The network named ``cfg.name``, with its backbone built (and weights loaded) from ``cfg``.
 
     ``aux_outputs=False``: side outputs are neither computed nor trained (their parameters stay
     in the state dict, so checkpoints load whatever ``loss.aux_weight`` was).
+    ``initialise=False``: parameters are left unset (:mod:`sodkit.network.no_init`), for a
+    network whose every weight is loaded next, strictly, from a file (predict, test, the API).
     """
     if cfg.name not in NETWORKS:
         raise ConfigError(f"model.name: {NETWORKS.unknown_message(cfg.name)}")
     check_ranges(cfg, "model.", ConfigError)  # a ModelCfg built in code, not loaded
-    net = NETWORKS.get(cfg.name)(cfg)
+    if initialise:
+        net = NETWORKS.get(cfg.name)(cfg)
+    else:
+        from .no_init import skip_parameter_init
+
+        with skip_parameter_init():
+            net = NETWORKS.get(cfg.name)(cfg)
     if not aux_outputs and hasattr(net, "set_aux_outputs"):
         net.set_aux_outputs(False)
     freeze_parameters(net, cfg.freeze)
