@@ -42,7 +42,13 @@ class DeformConv2d(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         offset = self.offset(x)
         mask = 2.0 * torch.sigmoid(self.modulator(x))
-        return deform_conv2d(x, offset, self.weight, padding=self.padding, mask=mask)
+        if x.dtype in (torch.float32, torch.float64):
+            return deform_conv2d(x, offset, self.weight, padding=self.padding, mask=mask)
+        # bf16 / fp16 (autocast): torchvision's CPU kernel has none, and its CUDA autocast
+        # rule runs the op in float32 and casts back; the same here, on every device
+        out = deform_conv2d(x.float(), offset.float(), self.weight.float(),
+                            padding=self.padding, mask=mask.float())
+        return out.to(x.dtype)
 
 
 def _deform_branch(in_channels: int, kernel_size: int) -> nn.Sequential:

@@ -208,15 +208,22 @@ class BiRefNet(SODNetwork):
             p, side, grad = self._run(self._level, i, x, image, sides, predict)
             aux += [side] if side is not None else []
             grads += [grad] if grad is not None else []
-        finest = self._with_image(resize_aligned(p, image.shape[-2:]), image, 0)
         out: dict[str, Tensor | list[Tensor]] = {
-            "logits": self.head(finest), "aux": aux if self.aux_outputs else []}
+            "logits": self._run(self._output, p, image), "aux": aux if self.aux_outputs else []}
         if grads and self.gradient_outputs:
-            reference = laplacian5(image)
             out["gradient"] = grads
-            out["gradient_target"] = [reference * resize_aligned(s, reference.shape[-2:])
-                                      for s in aux]
+            out["gradient_target"] = self._run(self._gradient_targets, image, *aux)
         return out
+
+    def _output(self, p: Tensor, image: Tensor) -> Tensor:
+        """The logits: the finest decoded map at the image size with the image's own input
+        (the largest maps of the network: one checkpoint segment with the decoder's)."""
+        return self.head(self._with_image(resize_aligned(p, image.shape[-2:]), image, 0))
+
+    def _gradient_targets(self, image: Tensor, *sides: Tensor) -> list[Tensor]:
+        """The original's ``gdt_label``: the image's Laplacian times each side output."""
+        reference = laplacian5(image)
+        return [reference * resize_aligned(s, reference.shape[-2:]) for s in sides]
 
 
 def _check(opts: BiRefNetCfg) -> None:
