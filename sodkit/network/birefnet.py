@@ -182,10 +182,12 @@ class BiRefNet(SODNetwork):
             if self.opts.dec_ipt_split else image
         return torch.cat([x, self.image_inputs[index](resize_aligned(source, x.shape[-2:]))], 1)
 
-    def _level(self, i: int, x: Tensor, image: Tensor, sides: bool, predict: bool
-               ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """Decoder level ``i``: its map, side logits (``sides``) and gradient logits
-        (``predict``)."""
+    def _level(self, i: int, x: Tensor, p: Tensor | None, image: Tensor, sides: bool,
+               predict: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Decoder level ``i`` on its encoder map ``x`` and the coarser level's map ``p``: its
+        map, side logits (``sides``) and gradient logits (``predict``)."""
+        if p is not None:
+            x = resize_aligned(p, x.shape[-2:]) + self.laterals[i](x)
         p = self.decoders[i](self._with_image(x, image, i + 1))
         side = grad = None
         if i > 0 and self.side_heads and sides:
@@ -202,10 +204,7 @@ class BiRefNet(SODNetwork):
         grads: list[Tensor] = []
         p: Tensor | None = None
         for i in reversed(range(len(feats))):
-            x = feats[i]
-            if p is not None:
-                x = resize_aligned(p, x.shape[-2:]) + self.laterals[i](x)
-            p, side, grad = self._run(self._level, i, x, image, sides, predict)
+            p, side, grad = self._run(self._level, i, feats[i], p, image, sides, predict)
             aux += [side] if side is not None else []
             grads += [grad] if grad is not None else []
         out: dict[str, Tensor | list[Tensor]] = {
