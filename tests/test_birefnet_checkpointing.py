@@ -21,7 +21,9 @@ from sodkit.network import build_network
 
 def _model(backbone: str, mode: str) -> torch.nn.Module:
     torch.manual_seed(0)
-    net = build_network(ModelCfg(name="birefnet", backbone=backbone, checkpointing=mode))
+    # drop-path on, as the original trains (random, like the ASPP's dropout)
+    net = build_network(ModelCfg(name="birefnet", backbone=backbone, checkpointing=mode,
+                                 backbone_kwargs={"drop_path_rate": 0.2}))
     net.set_gradient_outputs(True)  # the gradient branch's predictions and targets, trained
     return net.train()
 
