@@ -81,3 +81,19 @@ def test_cpu_attention_backward_counts_the_gradients_products() -> None:
     # also recomputes Q K^T (torch's own formula, as for the CUDA kernels): 5
     assert _count(lambda: step(False), extra=False) == 6 * product
     assert _count(lambda: step(True)) == 7 * product
+
+
+def test_info_counts_on_the_cpu_where_the_meta_device_cannot_run_a_forward() -> None:
+    from sodkit.engine.info import _counted_flops
+
+    class NeedsValues(torch.nn.Module):  # a data-dependent forward: .item() on meta fails
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x) * float(x.abs().max().item() >= 0)
+
+    with torch.device("meta"):
+        meta = NeedsValues()
+    assert _counted_flops(meta, NeedsValues, 8) == 2 * 8 * 8 * 3 * 4

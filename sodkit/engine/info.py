@@ -9,6 +9,7 @@ with formulas for the ops it misses: deformable convolution and attention on the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -38,13 +39,11 @@ def forward_flops(model: nn.Module, size: int, channels: int = 3) -> int:
     return sum(flops_by_op(model, image).values())
 
 
-def _counted_flops(build: Any, size: int) -> int:
+def _counted_flops(meta_model: nn.Module, build: Callable[[], nn.Module], size: int) -> int:
     """FLOPs counted on the meta device (a BiRefNet Swin-L at 1024 px: a second, not minutes
-    and gigabytes); on the CPU where a network's forward needs real values."""
+    and gigabytes); on the CPU (``build()``) where a network's forward needs real values."""
     try:
-        with torch.device("meta"):
-            model = build()
-        return forward_flops(model, size)
+        return forward_flops(meta_model, size)
     except (RuntimeError, NotImplementedError):
         return forward_flops(build(), size)
 
@@ -65,7 +64,7 @@ def describe(cfg: Config) -> dict[str, Any]:
     return {
         "network": cfg.model.name, "backbone": cfg.model.backbone, "size": cfg.data.size,
         "parameters": parameter_counts(model),
-        "flops": _counted_flops(build, cfg.data.size),
+        "flops": _counted_flops(model, build, cfg.data.size),
         "strides": list(getattr(backbone, "strides", [])),
         "channels": list(getattr(backbone, "channels", [])),
         "checkpointing": cfg.model.checkpointing,
