@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every check of the GPU path in one run (under ten minutes on one GPU), figures written into
+# Every check of the GPU path in one run (about ten minutes on one GPU, plus a few for the 16
+# BiRefNet processes of section 6), figures written into
 # benchmarks/RESULTS.md (section <!-- gpu -->). Fails loudly: the first wrong result stops the
 # script with a FAIL row and a non-zero exit. See docs/distributed.md, "GPU and NCCL review".
 #
@@ -14,6 +15,8 @@
 #    (it refuses two ranks on one GPU), so with one GPU the two processes share it over gloo
 #    (runtime.dist_backend=gloo, CUDA tensors) and the NCCL rows need a 2-GPU machine.
 # 5. Evaluation exactness: `sodkit test` under torchrun == one process (metrics, PNG bytes).
+# 6. BiRefNet Swin-L (benchmarks/birefnet_memory.py): a training step's peak memory at 1024 px
+#    per batch size, plain / checkpointing / bf16 / both, and at 2048 px: does it fit in 24 GB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-output/gpu_check}
@@ -82,10 +85,22 @@ torchrun -m sodkit test "${TEST[@]}" runtime.dist_backend="$BACKEND" --checkpoin
 check compare-eval "$OUT/eval1" "$OUT/eval2" --tol 1e-12 \
     --label "sodkit test, 2 processes ($BACKEND) == 1 process"
 
+# 6. BiRefNet Swin-L at 1024 and 2048 px (the recipe when it exists; random weights)
+BIREFNET_CFG=configs/dis5k_birefnet_swinl.yaml
+[ -f "$BIREFNET_CFG" ] || BIREFNET_CFG=configs/demo.yaml
+"$PY" benchmarks/birefnet_memory.py "$BIREFNET_CFG" --backbone swin_large_patch4_window12_384 \
+    --run 1024:2 --run 1024:4 --run 1024:8 --run 2048:2 --json "$OUT/birefnet_memory.json" \
+    > "$OUT/birefnet_memory.md" 2> "$OUT/birefnet_memory.log"
+echo "| BiRefNet Swin-L memory | ok | $(tail -1 "$OUT/birefnet_memory.md") |" | record
+
 if [ "$GPUS" -lt 2 ]; then
     echo "| NCCL with 2 ranks | not run | needs 2 GPUs (NCCL refuses 2 ranks on one GPU) |" | record
 fi
 { echo; echo "Memory table (\`sodkit bench memory configs/demo.yaml --steps 5\`, amp = fp16):"
-  echo; cat "$OUT/memory.md"; } >> "$SUMMARY"
+  echo; cat "$OUT/memory.md"
+  echo; echo "BiRefNet Swin-L (\`python benchmarks/birefnet_memory.py $BIREFNET_CFG --run 1024:2"
+  echo "--run 1024:4 --run 1024:8 --run 2048:2\`; step adds: max_memory_allocated during the"
+  echo "step minus before; total: max_memory_allocated; fits 24 GB: total + 1.5 GiB <= 24 GiB):"
+  echo; cat "$OUT/birefnet_memory.md"; } >> "$SUMMARY"
 "$PY" benchmarks/gpu_checks.py write-results "$SUMMARY" benchmarks/RESULTS.md
 echo "gpu.sh: all checks passed; benchmarks/RESULTS.md updated"

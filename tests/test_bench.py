@@ -36,6 +36,28 @@ def test_bench_memory_gives_four_rows(tmp_path: Path, capsys) -> None:
     assert "| amp+checkpointing |" in table and "MALLOC_MMAP_THRESHOLD_" in table
 
 
+def test_bench_memory_runs_birefnet_in_bf16_and_takes_a_variant_subset(tmp_path: Path) -> None:
+    # birefnet's deformable convolutions have no bf16 CPU kernel (run in float32 inside);
+    # two images: its image-pooled ASPP branch normalises over the batch
+    out = tmp_path / "memory.json"
+    code = main(["bench", "memory", str(ROOT / "configs" / "demo.yaml"), "model.name=birefnet",
+                 "model.backbone=pvt_v2_b0", "data.size=64", "data.batch_size=2", "--steps", "1",
+                 "--variants", "plain,amp+checkpointing", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())
+    assert [r["variant"] for r in rows] == ["plain", "amp+checkpointing"]
+    assert [(r["precision"], r["checkpointing"]) for r in rows] == [("fp32", "off"),
+                                                                    ("bf16", "all")]
+    assert rows[1]["saved_mb"] < rows[0]["saved_mb"] / 4  # exact bytes, any machine
+
+
+def test_bench_memory_refuses_an_unknown_variant(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "memory", str(ROOT / "configs" / "demo.yaml"), "--variants", "plain,fp8"])
+    assert exit_info.value.code == 2
+    assert "fp8" in capsys.readouterr().err
+
+
 def test_bench_speed_names_a_bottleneck(tmp_path: Path, capsys) -> None:
     data = write_duts_layout(tmp_path / "data", n_train=8, n_test=2)
     out = tmp_path / "speed.json"

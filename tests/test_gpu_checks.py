@@ -88,3 +88,20 @@ def test_a_failed_check_exits_non_zero_and_gpu_sh_parses(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 1 and "FAIL" in done.stdout
     assert subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "gpu.sh")]).returncode == 0
+
+
+def test_birefnet_memory_answers_whether_a_size_fits_24_gb() -> None:
+    """gpu.sh section 6's verdict: total peak + 1.5 GiB of CUDA context and allocator slack
+    against 24 GiB; an out-of-memory variant is a "no" row, not a failure."""
+    import birefnet_memory as bm
+
+    rows = [{"size": 2048, "batch": 2, "variant": "plain", "error": "out of memory"},
+            {"size": 2048, "batch": 2, "variant": "bf16+checkpointing", "peak_mb": 9000.0,
+             "peak_total_mb": 24 * 1024 - 1536.0, "step_s": 1.0},
+            {"size": 1024, "batch": 8, "variant": "plain", "peak_mb": 30000.0,
+             "peak_total_mb": 24 * 1024 - 1535.0, "step_s": 1.0}]
+    assert [bm.fits(r) for r in rows] == ["no (out of memory)", "yes", "no"]
+    assert bm.verdicts(rows) == ["1024 px in 24 GB: no",
+                                 "2048 px in 24 GB: yes, bf16+checkpointing at batch 2"]
+    table = bm.table(rows)
+    assert "| 2048 | 2 | plain | - | - | - | no (out of memory): out of memory |" in table

@@ -29,8 +29,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measured steps per variant / stage, after one warm-up step")
     parser.add_argument("--rounds", type=int_in(1), default=3,
                         help="speed: interleaved rounds of loader / step / loop (medians)")
+    parser.add_argument("--variants", type=_variant_list, default=list(VARIANTS),
+                        help="memory: comma-separated subset of " + ",".join(VARIANTS)
+                        + " (ratios are to the first), e.g. plain,checkpointing at 1024 px")
     parser.add_argument("--json", metavar="FILE", type=user_path,
                         help="also write the rows as JSON")
+
+
+VARIANTS = ("plain", "checkpointing", "amp", "amp+checkpointing")
+
+
+def _variant_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{','.join(unknown) or text!r}: variants are "
+                                         f"{','.join(VARIANTS)}")
+    return names
 
 
 def variants(amp: str) -> dict[str, list[str]]:
@@ -59,12 +74,13 @@ def run_variant(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any
 
 def memory_rows(args: argparse.Namespace, device: str) -> list[dict[str, Any]]:
     amp = "fp16" if device.startswith("cuda") else "bf16"
+    chosen = getattr(args, "variants", None) or list(VARIANTS)
     rows = [{"variant": name, **run_variant(args, overrides)}
-            for name, overrides in variants(amp).items()]
-    plain = rows[0]
+            for name, overrides in variants(amp).items() if name in chosen]
+    first = rows[0]  # plain, unless left out
     for row in rows:
-        row["ratio_peak"] = round(row["peak_mb"] / max(plain["peak_mb"], 1e-9), 3)
-        row["ratio_time"] = round(row["step_s"] / plain["step_s"], 3)
+        row["ratio_peak"] = round(row["peak_mb"] / max(first["peak_mb"], 1e-9), 3)
+        row["ratio_time"] = round(row["step_s"] / first["step_s"], 3)
         row["peak_mb"], row["saved_mb"] = round(row["peak_mb"], 1), round(row["saved_mb"], 2)
         row["step_s"] = round(row["step_s"], 4)
     return rows

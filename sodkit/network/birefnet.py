@@ -182,10 +182,12 @@ class BiRefNet(SODNetwork):
             if self.opts.dec_ipt_split else image
         return torch.cat([x, self.image_inputs[index](resize_aligned(source, x.shape[-2:]))], 1)
 
-    def _level(self, i: int, x: Tensor, image: Tensor, sides: bool, predict: bool
-               ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """Decoder level ``i``: its map, side logits (``sides``) and gradient logits
-        (``predict``)."""
+    def _level(self, i: int, x: Tensor, p: Tensor | None, image: Tensor, sides: bool,
+               predict: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Decoder level ``i`` on its encoder map ``x`` and the coarser level's map ``p``: its
+        map, side logits (``sides``) and gradient logits (``predict``)."""
+        if p is not None:
+            x = resize_aligned(p, x.shape[-2:]) + self.laterals[i](x)
         p = self.decoders[i](self._with_image(x, image, i + 1))
         side = grad = None
         if i > 0 and self.side_heads and sides:
@@ -202,21 +204,25 @@ class BiRefNet(SODNetwork):
         grads: list[Tensor] = []
         p: Tensor | None = None
         for i in reversed(range(len(feats))):
-            x = feats[i]
-            if p is not None:
-                x = resize_aligned(p, x.shape[-2:]) + self.laterals[i](x)
-            p, side, grad = self._run(self._level, i, x, image, sides, predict)
+            p, side, grad = self._run(self._level, i, feats[i], p, image, sides, predict)
             aux += [side] if side is not None else []
             grads += [grad] if grad is not None else []
-        finest = self._with_image(resize_aligned(p, image.shape[-2:]), image, 0)
         out: dict[str, Tensor | list[Tensor]] = {
-            "logits": self.head(finest), "aux": aux if self.aux_outputs else []}
+            "logits": self._run(self._output, p, image), "aux": aux if self.aux_outputs else []}
         if grads and self.gradient_outputs:
-            reference = laplacian5(image)
             out["gradient"] = grads
-            out["gradient_target"] = [reference * resize_aligned(s, reference.shape[-2:])
-                                      for s in aux]
+            out["gradient_target"] = self._run(self._gradient_targets, image, *aux)
         return out
+
+    def _output(self, p: Tensor, image: Tensor) -> Tensor:
+        """The logits: the finest decoded map at the image size with the image's own input
+        (the largest maps of the network: one checkpoint segment with the decoder's)."""
+        return self.head(self._with_image(resize_aligned(p, image.shape[-2:]), image, 0))
+
+    def _gradient_targets(self, image: Tensor, *sides: Tensor) -> list[Tensor]:
+        """The original's ``gdt_label``: the image's Laplacian times each side output."""
+        reference = laplacian5(image)
+        return [reference * resize_aligned(s, reference.shape[-2:]) for s in sides]
 
 
 def _check(opts: BiRefNetCfg) -> None:
