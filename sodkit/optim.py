@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -202,3 +203,17 @@ class PerStepLR(LambdaLR):
         for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
             group["lr"] = lr
         self._last_lr = lrs
+
+
+def step_scheduler(scheduler: LRScheduler) -> None:
+    """One schedule step per training step, taken or not.
+
+    A GradScaler that skips the first step (an fp16 scale search) leaves ``optimizer.step()``
+    uncalled, and PyTorch then warns that the scheduler stepped first and "skips the first value
+    of the schedule". sodkit's schedule counts training steps on purpose (a skipped step is
+    still a step of the run, on every rank alike), so the warning is wrong here and silenced.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` "
+                                r"before `optimizer\.step\(\)`", category=UserWarning)
+        scheduler.step()

@@ -105,13 +105,13 @@ def test_a_size_the_family_cannot_take_is_one_line_naming_the_fix(capsys) -> Non
 
 
 def test_a_fixed_size_family_is_built_for_data_size_with_no_extra_key(capsys) -> None:
-    """MaxViT / CoAtNet take `img_size` from `data.size` (sodkit/config/fixed_size.py), so the
+    """MaxViT / CoAtNet take `img_size` from `data.size` (sodkit/config/derived.py), so the
     published recipes run on them with model.backbone alone; multi-scale is refused in one
     line."""
     import timm
 
     from sodkit.cli import main
-    from sodkit.config.fixed_size import is_fixed_size
+    from sodkit.config.derived import is_fixed_size
 
     # the names sodkit recognises are exactly timm's maxxvit module
     fixed = set(timm.list_models(module="maxxvit"))

@@ -16,7 +16,7 @@ from typing import Any
 import timm
 import torch
 
-from ..config.fixed_size import SIZE_KEYS
+from ..config.derived import SIZE_KEYS
 from ..config.loader import ConfigError
 
 AUTO = "auto"  # model.out_indices value

@@ -19,7 +19,7 @@ import yaml
 from ..errors import UserError
 from ..output_names import check_dataset_name
 from ..paths import check_name
-from .fixed_size import fit_backbone_size
+from .derived import fit_backbone_size, fit_birefnet_batchnorm
 from .ranges import check_ranges, expand_paths
 from .schema import Config
 from .yamlio import load_yaml, read_yaml
@@ -47,7 +47,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 def _validated(raw: Any) -> Config:
     cfg = from_dict(Config, raw, prefix="")
     _check_values(cfg)
-    return fit_backbone_size(cfg, ConfigError)
+    return fit_birefnet_batchnorm(fit_backbone_size(cfg, ConfigError))
 
 
 def stored_config(raw: Any, source: str | Path) -> Config:

@@ -106,6 +106,9 @@ class BiRefNetCfg:
     dec_blk: Literal["BasicDecBlk", "ResBlk"] = "BasicDecBlk"
     ms_supervision: bool = True  # side outputs of the three coarser decoder levels
     out_ref: bool = True  # gradient reference branch (attention; its maps in training)
+    # BatchNorm in the decoder; the original drops every one for a per-GPU batch of 1
+    # (`BatchNorm2d(...) if config.batch_size > 1 else Identity()`): auto = data.batch_size > 1
+    batchnorm: bool | Literal["auto"] = "auto"
 
 
 @dataclass

@@ -24,7 +24,7 @@ from ..errors import DataError, UserError
 from ..loss import build_criterion
 from ..module import freeze_batchnorm
 from ..network import build_network
-from ..optim import build_optimizer, build_scheduler
+from ..optim import build_optimizer, build_scheduler, step_scheduler
 from ..text import plural
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
@@ -264,7 +264,7 @@ class Trainer:
                 sums[key] = sums.get(key, 0) + value
             count += 1
             meter.add(out.images * rt.world_size)
-            self.scheduler.step()
+            step_scheduler(self.scheduler)
             self.step += 1
             self.epoch_step += 1
             if self.step % cfg.train.log_every == 0 or self.step == 1:

@@ -105,6 +105,8 @@ class BiRefNet(SODNetwork):
         chans = [c * (2 if opts.mul_scl_ipt == "cat" else 1) for c in self.backbone.channels]
         self._grids = [1, *self.backbone.strides]  # patches per side of each image input
         self._build_decoder(chans, opts)
+        if opts.batchnorm is False:  # "auto" is resolved with data.batch_size when read
+            drop_decoder_batchnorm(self)
         self.gradient_outputs = False
         self.set_gradient_outputs(False)
 
@@ -229,3 +231,15 @@ def _check(opts: BiRefNetCfg) -> None:
     if opts.out_ref and not opts.ms_supervision:
         raise ConfigError("model.birefnet.out_ref needs ms_supervision: true (its gradient "
                           "targets are the side outputs times the image's Laplacian)")
+
+
+def drop_decoder_batchnorm(net: nn.Module) -> None:
+    """Every BatchNorm outside the backbone becomes an identity, as the original builds its
+    decoder, ASPP and gradient branch for a per-GPU batch of 1 (batch statistics of one image's
+    1x1 pooled map cannot be taken)."""
+    for name, module in list(net.named_modules()):
+        if name.startswith("backbone"):
+            continue
+        for child_name, child in module.named_children():
+            if isinstance(child, nn.BatchNorm2d):
+                setattr(module, child_name, nn.Identity())

@@ -1,13 +1,15 @@
-"""Backbone families whose attention windows are fixed when the model is built (timm's
-``maxxvit`` module: MaxViT, MaxxViT, CoAtNet). Built for 224 px, they take only inputs their
-windows divide, so ``model.backbone_kwargs.img_size`` is set from ``data.size`` while the config
-is read: a recipe runs on them with ``model.backbone=NAME`` alone, as on any other family.
+"""Config values derived from other sections while the config is read, so that the stored
+config (checkpoint, model file) says what was built.
 
-The family is told by its name, not by importing timm: reading a config stays cheap (``sodkit
-eval`` forks its workers from a process that must not have imported torch).
-``tests/test_backbone_auto.py`` checks the names against timm's own module listing.
+- Backbone families whose attention windows are fixed when the model is built (timm's
+  ``maxxvit`` module: MaxViT, MaxxViT, CoAtNet). Built for 224 px, they take only inputs their
+  windows divide, so ``model.backbone_kwargs.img_size`` is set from ``data.size``: a recipe runs
+  on them with ``model.backbone=NAME`` alone, as on any other family. The family is told by its
+  name, not by importing timm: reading a config stays cheap (``sodkit eval`` forks its workers
+  from a process that must not have imported torch). ``tests/test_backbone_auto.py`` checks the
+  names against timm's own module listing.
+- ``model.birefnet.batchnorm: auto`` from ``data.batch_size``.
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -42,3 +44,14 @@ def fit_backbone_size(cfg: Config, error: type[Exception]) -> Config:
                     f"ConvNeXt, Swin, PVTv2, ...)")
     kwargs = {**model.backbone_kwargs, "img_size": cfg.data.size}
     return dataclasses.replace(cfg, model=dataclasses.replace(model, backbone_kwargs=kwargs))
+
+
+def fit_birefnet_batchnorm(cfg: Config) -> Config:
+    """``model.birefnet.batchnorm: auto``: BatchNorm in the decoder when the per-process batch
+    has more than one image, as the original's ``config.batch_size > 1``. Resolved here so that
+    the stored config (checkpoint, model file) says what was built."""
+    opts = cfg.model.birefnet
+    if opts.batchnorm != "auto":
+        return cfg
+    opts = dataclasses.replace(opts, batchnorm=cfg.data.batch_size > 1)
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, birefnet=opts))
