@@ -203,9 +203,17 @@ def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp
         assert job.returncode == 0, job.stderr[-3000:]
     output = "".join(job.stdout + job.stderr for job in done)
     # the first attempt really lost rank 1: it marks the file, then SIGKILLs itself; the agent
-    # logs the failure it finds first, rank 1's SIGKILL or rank 0's error on the lost peer
+    # logs the failure it finds first, rank 1's SIGKILL or rank 0's error on the lost peer. That
+    # error is gloo's, and its text depends on when the peer vanished ("Connection closed by
+    # peer", or a read error on the TCP pair under load): sodkit's own line names rank 0 and
+    # gloo's transport
     assert marker.exists() and "failed (exitcode: " in output
-    assert "exitcode: -9" in output or "Connection closed by peer" in output, output[-3000:]
+    failures = [line for line in output.splitlines()
+                if "exitcode" in line or "error" in line.lower() or "peer" in line]
+    lost_peer = [line for line in failures if line.startswith("rank 0 of 2 ")
+                 and " failed: " in line and "gloo/transport" in line]
+    assert "exitcode: -9" in output or "Connection closed by peer" in output or lost_peer, \
+        failures
     assert "no checkpoint" in output  # the first attempt started afresh
     log = (tmp_path / "hit" / "train.log").read_text()
     assert "resumed from" in log and "at epoch 1/2 step 4/16" in log
