@@ -88,12 +88,16 @@ def _region_sums(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor
     return (prob * target).sum(1), prob.sum(1), target.sum(1)
 
 
+def _reduction_check(allowed: tuple[str, ...]) -> Callable[..., None]:
+    """A term's ``check``: its ``reduction`` parameter must be one of ``allowed``."""
+    def check(reduction: str = allowed[0]) -> None:
+        if reduction not in allowed:
+            raise ValueError(f"reduction must be one of {list(allowed)}, got {reduction!r}")
+    return check
+
+
 BATCH_REDUCTIONS = ("mean", "sum")
-
-
-def _check_batch_reduction(reduction: str = "mean") -> None:
-    if reduction not in BATCH_REDUCTIONS:
-        raise ValueError(f"reduction must be one of {list(BATCH_REDUCTIONS)}, got {reduction!r}")
+_check_batch_reduction = _reduction_check(BATCH_REDUCTIONS)
 
 
 @register_function("iou", check=_check_batch_reduction)
@@ -124,11 +128,7 @@ def dice_loss(logits: Tensor, target: Tensor) -> Tensor:
 
 
 CEL_REDUCTIONS = ("batch", "image")
-
-
-def _check_cel(reduction: str = "batch") -> None:
-    if reduction not in CEL_REDUCTIONS:
-        raise ValueError(f"reduction must be one of {list(CEL_REDUCTIONS)}, got {reduction!r}")
+_check_cel = _reduction_check(CEL_REDUCTIONS)
 
 
 @register_function("cel", check=_check_cel)
