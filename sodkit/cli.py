@@ -116,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
         _report(args, f"error: {exc}{_RESUME if training else ''}")
         return 2
     except UserError as exc:
-        _report(args, f"error: {exc}")
+        _report(args, f"error: {exc}", same_on_every_rank=True)
         return 2
     except Preempted as exc:
         _report(args, str(exc))
@@ -140,10 +140,22 @@ def _run(args: argparse.Namespace) -> int:
         raise
 
 
-def _report(args: argparse.Namespace, message: str) -> None:
+# how long a rank other than 0 waits, after a user error under torchrun, for the launcher to
+# stop it (see _report)
+PEER_REPORT_WAIT_S = 20.0
+
+
+def _report(args: argparse.Namespace, message: str, same_on_every_rank: bool = False) -> None:
     """One line on stderr. Under torchrun it also goes to the launcher's error file, so that
     torchrun's failure summary shows it for each rank, and only rank 0 prints it: a config error
-    is otherwise printed by every one of 64 processes."""
+    is otherwise printed by every one of 64 processes.
+
+    torchrun stops every other rank (SIGTERM) as soon as one fails. A user error that every rank
+    finds (a bad setting) could thus end rank 1 first and rank 0 be stopped before it prints:
+    the line would then only be in the summary. So a rank other than 0 waits, up to
+    :data:`PEER_REPORT_WAIT_S`, for the launcher to stop it after rank 0 has printed and
+    failed; an error that rank 0 does not share ends the job that much later, with the line in
+    the summary."""
     line = f"sodkit {args.command}: {message}"
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if error_file:
@@ -154,6 +166,8 @@ def _report(args: argparse.Namespace, message: str) -> None:
                                                                 "extraInfo": info}}))
     if not error_file or _rank() == 0:
         print(line, file=sys.stderr)
+    elif same_on_every_rank:
+        time.sleep(PEER_REPORT_WAIT_S)
 
 
 def _rank() -> int:
