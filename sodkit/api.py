@@ -179,7 +179,7 @@ def load(path: str | Path, device: str = "auto", weights: str = "auto",
     if size is not None and not MIN_SIZE <= size <= MAX_SIZE:
         raise UserError(f"size {size}: must be in [{MIN_SIZE}, {MAX_SIZE}]")
     source = Path(path).expanduser()
-    state = load_checkpoint(source)
+    state = load_checkpoint(source, mmap=True)
     cfg = checkpoint_config(state, source)
     target = _device(device)
     network = build_network(replace(cfg.model, pretrained=None), initialise=False)  # the file's

@@ -84,7 +84,7 @@ def export_model_file(args: argparse.Namespace) -> int:
                         "of its own (its config's data.size is predict's default)")
     out, checkpoint = Path(args.model), Path(args.checkpoint)
     target = check_target(out, checkpoint, args.overwrite, "--model", SUFFIX)
-    state = load_checkpoint(checkpoint)
+    state = load_checkpoint(checkpoint, mmap=True)
     cfg = checkpoint_config(state, checkpoint)
     weights, provenance = from_checkpoint(state, checkpoint, args.weights)
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"), initialise=False)
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
     target = check_target(onnx, checkpoint, args.overwrite)
     check_opset(args.opset)
-    state = load_checkpoint(checkpoint)
+    state = load_checkpoint(checkpoint, mmap=True)
     cfg = checkpoint_config(state, checkpoint)
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
                         aux_outputs=False, initialise=False)

@@ -31,7 +31,7 @@ def checkpoint_source(args: argparse.Namespace) -> tuple[Config, dict[str, Any]]
     from ..torchfile import load_checkpoint
 
     path = Path(args.config)
-    state = load_checkpoint(path)
+    state = load_checkpoint(path, mmap=True)
     raw = json.loads(json.dumps(state.get("config")))  # a copy the overrides may change
     for item in args.overrides:
         if isinstance(raw, dict):

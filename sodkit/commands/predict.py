@@ -108,14 +108,15 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.runtime import Runtime
     from ..network import build_network
     from ..outputs import claim
-    from ..resources import cap_workers
+    from ..resources import cap_workers, keep_freed_memory
     from ..torchfile import load_checkpoint
 
     rendering = rendering_of(args)
+    keep_freed_memory()
     paths = collect_inputs(args.inputs)
     out = Path(args.out)
     check_out(out, args.inputs, paths, args.force)
-    state = load_checkpoint(args.checkpoint)
+    state = load_checkpoint(args.checkpoint, mmap=True)
     cfg = checkpoint_config(state, Path(args.checkpoint))
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     transform = build_test_transform(cfg.data, size=args.size)

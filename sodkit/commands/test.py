@@ -93,15 +93,17 @@ def run(args: argparse.Namespace) -> int:
     from ..network import build_network
     from ..outputs import claim
     from ..paths import check_not_input, remove_run_folder
+    from ..resources import keep_freed_memory
     from ..torchfile import load_checkpoint
 
     if not cfg.data.test:
         raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
+    keep_freed_memory()
     runtime = Runtime(cfg.runtime)
     folder = None
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
-        state = load_checkpoint(args.checkpoint)
+        state = load_checkpoint(args.checkpoint, mmap=True)
         cfg = follow_preprocess(cfg, state)
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         check_not_input(out, _dataset_folders(loaders))
