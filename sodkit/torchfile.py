@@ -126,9 +126,19 @@ def _refusal(path: Path, names: list[str]) -> str:
             f"obj['model']}}, 'weights.pt')\", then load that")
 
 
+def _mappable(path: Path) -> bool:
+    """Whether torch can map the file: its zip format (not the legacy one from before torch 1.6)
+    with every record stored uncompressed, as torch.save writes it (a re-zipped file may not)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return all(info.compress_type == zipfile.ZIP_STORED for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+
+
 def _read(path: Path, allow: list[Any] | None = None, mmap: bool = False) -> Any:
     context: contextlib.AbstractContextManager = contextlib.nullcontext()
-    mmap = mmap and zipfile.is_zipfile(path)  # torch's legacy (pre-1.6) format cannot be mapped
+    mmap = mmap and _mappable(path)
     if allow:
         scoped = getattr(torch.serialization, "safe_globals", None)  # torch >= 2.5
         if scoped is not None:
