@@ -185,7 +185,7 @@ def predict_files(
             for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
                 batch = images.next()
                 probs = None if batch is None else predict_scores(
-                    model, batch["image"].to(runtime.device, non_blocking=True), runtime, post,
+                    model, runtime.on_device(batch["image"]), runtime, post,
                     tta=tta)
                 agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
                                else [])

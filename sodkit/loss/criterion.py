@@ -106,7 +106,7 @@ class Criterion(nn.Module):
 
     def forward(self, outputs: Mapping[str, Any], mask: Tensor
                 ) -> tuple[Tensor, dict[str, Tensor]]:
-        mask = mask.float()
+        mask = mask if mask.dtype == torch.float64 else mask.float()
         total, values = self._weighted(outputs["logits"], mask)
         total = self.main_weight * total
         parts = {name: v.detach() for name, v in values.items()}
