@@ -69,7 +69,8 @@ def photos(transform, count: int, seed: int = 0) -> list[np.ndarray]:
     return [transform(render_sample(rng, 320, 640)[0])[None].numpy() for _ in range(count)]
 
 
-def build(name: str, tmp: Path, static: bool) -> tuple[dict, np.ndarray, int]:
+def build(name: str, tmp: Path, static: bool, dynamic_ops: list[str] | None
+          ) -> tuple[dict, np.ndarray, int]:
     """The variants of one network: name -> (make(threads) -> run(x) -> probabilities)."""
     recipe, overrides, _ = MODELS[name]
     cfg = load_config(ROOT / recipe, overrides)
@@ -83,14 +84,15 @@ def build(name: str, tmp: Path, static: bool) -> tuple[dict, np.ndarray, int]:
     if name.startswith("birefnet"):
         onnx["onnxruntime fp32, DeformConv node (opset 19)"] = tmp / "fp32_19.onnx"
         export_onnx(model, onnx["onnxruntime fp32, DeformConv node (opset 19)"], size, 19, False)
-    onnx.update(quantized(onnx["onnxruntime fp32"], tmp, cfg, static))
+    onnx.update(quantized(onnx["onnxruntime fp32"], tmp, cfg, static, dynamic_ops))
     variants = {"PyTorch fp32": torch_variant(model, bf16=False),
                 "PyTorch bf16 autocast": torch_variant(model, bf16=True)}
     variants.update({label: ort_variant(path) for label, path in onnx.items()})
     return variants, x, sum(p.numel() for p in net.parameters())
 
 
-def quantized(fp32: Path, tmp: Path, cfg, static: bool) -> dict[str, Path]:
+def quantized(fp32: Path, tmp: Path, cfg, static: bool, dynamic_ops: list[str] | None
+              ) -> dict[str, Path]:
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -103,9 +105,11 @@ def quantized(fp32: Path, tmp: Path, cfg, static: bool) -> dict[str, Path]:
     logging.getLogger().setLevel(logging.ERROR)  # a warning per 1-d weight it leaves alone
     prepared = tmp / "prepared.onnx"
     quant_pre_process(str(fp32), str(prepared))
-    out = {"onnxruntime int8 dynamic": tmp / "int8_dynamic.onnx"}
-    quantize_dynamic(str(prepared), str(out["onnxruntime int8 dynamic"]),
-                     weight_type=QuantType.QInt8)
+    label = "onnxruntime int8 dynamic" + (f" ({', '.join(dynamic_ops)} only)"
+                                          if dynamic_ops else "")
+    out = {label: tmp / "int8_dynamic.onnx"}
+    quantize_dynamic(str(prepared), str(out[label]), weight_type=QuantType.QInt8,
+                     op_types_to_quantize=dynamic_ops)
     if static:
         class Reader(CalibrationDataReader):
             def __init__(self) -> None:
@@ -143,14 +147,15 @@ def ort_variant(path: Path):
     return make
 
 
-def measure(name: str, threads: list[int], rounds: int, static: bool) -> dict:
+def measure(name: str, threads: list[int], rounds: int, static: bool,
+            dynamic_ops: list[str] | None, warmup: bool = True) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        variants, x, params = build(name, Path(tmp), static)
+        variants, x, params = build(name, Path(tmp), static, dynamic_ops)
         runs = {(v, n): make(n) for v, make in variants.items() for n in threads}
         reference = runs[("PyTorch fp32", threads[0])](x)
         diffs = {v: float(np.abs(runs[(v, threads[0])](x) - reference).max()) for v in variants}
-        reps = {}
-        for key, run in runs.items():  # warm-up; a fast forward is timed as several in a row
+        reps = dict.fromkeys(runs, 1)
+        for key, run in runs.items() if warmup else ():  # a fast one: several in a row
             start = time.perf_counter()
             run(x)
             reps[key] = max(1, min(20, int(0.5 / (time.perf_counter() - start))))
@@ -167,14 +172,17 @@ def measure(name: str, threads: list[int], rounds: int, static: bool) -> dict:
                     print(name, r, v, n, f"{times[(v, n)][-1]:.3f} s", f"load {loads[-1]:.1f}",
                           flush=True)
     return {"times": times, "diffs": diffs, "loads": loads, "params": params,
-            "variants": list(variants), "threads": threads, "rounds": rounds}
+            "variants": list(variants), "threads": threads, "rounds": rounds, "warmup": warmup}
 
 
 def report(name: str, m: dict) -> str:
     n1, *rest = m["threads"]
     head = " | ".join(f"{n} thread{'s' if n > 1 else ''}" for n in m["threads"])
+    warm = "" if m["warmup"] else (
+        f" (no warm-up: one untimed forward per variant at {m['threads'][0]} thread for "
+        f"max |diff|, the other thread counts' sessions timed at their first call)")
     lines = [f"#### {MODELS[name][2]}: {m['params'] / 1e6:.1f}M parameters, batch 1, median "
-             f"of {m['rounds']} rounds, load average {min(m['loads']):.1f}-"
+             f"of {m['rounds']} rounds{warm}, load average {min(m['loads']):.1f}-"
              f"{max(m['loads']):.1f}", "",
              f"| variant | {head} | vs PyTorch fp32 ({n1} thread) | max \\|diff\\| |",
              "|---|" + "---:|" * (len(m["threads"]) + 2)]
@@ -196,20 +204,28 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--static", nargs="*", default=["demo-fpn", "minet-r50"],
                         help="models that also get static int8 quantization")
+    parser.add_argument("--dynamic-ops", nargs="+",
+                        help="the op types int8 dynamic quantization takes (default: all it can)")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="time each variant's first forward (for forwards of minutes)")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     import onnxruntime
 
     blocks = []
     for name in args.model:
-        text = report(name, measure(name, args.threads, args.rounds, name in args.static))
+        text = report(name, measure(name, args.threads, args.rounds, name in args.static,
+                                    args.dynamic_ops, not args.no_warmup))
         print(text, flush=True)
         blocks.append(text)
     if args.write:
         tag = "cpu_runtimes_" + "_".join(m.replace("-", "_") for m in args.model)
         header = (f"Command: `.venv/bin/python benchmarks/cpu_runtimes.py --model "
                   f"{' '.join(args.model)} --threads {' '.join(map(str, args.threads))} "
-                  f"--rounds {args.rounds} --write` ({platform.machine()}, 2 shared cores with "
+                  f"--rounds {args.rounds}"
+                  + (f" --dynamic-ops {' '.join(args.dynamic_ops)}" if args.dynamic_ops else "")
+                  + (" --no-warmup" if args.no_warmup else "")
+                  + f" --write` ({platform.machine()}, 2 shared cores with "
                   f"AVX-512-BF16 and AMX, torch {torch.__version__}, onnxruntime "
                   f"{onnxruntime.__version__}, {time.strftime('%Y-%m-%d %H:%M')}).\n\n")
         write_block(tag, header + "\n".join(blocks))

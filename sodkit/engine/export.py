@@ -97,18 +97,21 @@ def deform_form(opset: int) -> Form:
 def quiet_output(what: str) -> Iterator[None]:
     """File descriptors 1 and 2 go to a temporary file for the block, its text to the debug
     log: the TorchScript exporter prints through C++ streams, which no Python redirection
-    reaches (it prints the whole graph, thousands of lines, before raising on an operator)."""
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    saved = [os.dup(1), os.dup(2)]
+    reaches (it prints the whole graph, thousands of lines, before raising on an operator).
+    Process-wide for the block: what other threads print meanwhile goes to the log too."""
+    _flush()
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:  # no standard streams (a daemon): nothing reaches a terminal anyway
+        yield
+        return
     with tempfile.TemporaryFile(mode="w+b") as sink:
         try:
             os.dup2(sink.fileno(), 1)
             os.dup2(sink.fileno(), 2)
             yield
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
+            _flush()
             for fd, copy in zip((1, 2), saved, strict=True):
                 os.dup2(copy, fd)
                 os.close(copy)
@@ -116,6 +119,12 @@ def quiet_output(what: str) -> Iterator[None]:
             text = sink.read(MAX_LOGGED).decode(errors="replace")
             if text:
                 logger.debug("%s printed (first %d bytes):\n%s", what, MAX_LOGGED, text)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
 
 
 def unsupported_message(error: str, opset: int) -> str:

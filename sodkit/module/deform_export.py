@@ -65,14 +65,14 @@ class _DeformConvOp(torch.autograd.Function):
     """torchvision's operator in PyTorch; one ONNX ``DeformConv`` node in an export."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, offset: Tensor, weight: Tensor, mask: Tensor,  # noqa: ANN001
+    def forward(ctx, x: Tensor, offset: Tensor, weight: Tensor, mask: Tensor,
                 padding: int) -> Tensor:
         from torchvision.ops import deform_conv2d
 
         return deform_conv2d(x, offset, weight, padding=padding, mask=mask)
 
     @staticmethod
-    def symbolic(g, x, offset, weight, mask, padding: int):  # noqa: ANN001, ANN205
+    def symbolic(g, x, offset, weight, mask, padding: int):
         kernel = weight.type().sizes()[-2:]
         bias = g.op("Constant", value_t=torch.zeros(weight.type().sizes()[0]))
         return g.op("DeformConv", x, weight, offset, bias, mask, kernel_shape_i=kernel,
