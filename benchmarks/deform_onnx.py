@@ -41,7 +41,7 @@ from metrics_speed import write_block  # noqa: E402
 from sodkit.module.aspp import ASPPDeformable, DeformConv2d  # noqa: E402
 from sodkit.module.deform_export import deform_export_form  # noqa: E402
 
-FORMS = {"DeformConv": 19, "sampled": 17}
+FORMS = {"DeformConv": 19, "decomposed": 17}
 
 
 def aspp() -> ASPPDeformable:
@@ -146,17 +146,17 @@ def report(results: dict, rounds: int) -> str:
              "|---:|---:|---:|---:|---:|---:|---|"]
     for (n, size), (times, diffs) in sorted(results.items()):
         lines.append(f"| {n} | {size}x{size} | {times['DeformConv'] * 1e3:.1f} ms | "
-                     f"{times['sampled'] * 1e3:.1f} ms | "
-                     f"{times['DeformConv'] / times['sampled']:.2f}x | "
+                     f"{times['decomposed'] * 1e3:.1f} ms | "
+                     f"{times['DeformConv'] / times['decomposed']:.2f}x | "
                      f"{times['torch'] * 1e3:.1f} ms | "
-                     f"{diffs['DeformConv']:.1e}, {diffs['sampled']:.1e} |")
+                     f"{diffs['DeformConv']:.1e}, {diffs['decomposed']:.1e} |")
     return "\n".join(lines) + f"\n\nMedians of {rounds} rounds (each the median of 3 runs)."
 
 
 def report_memory(peaks: dict[str, float], size: int) -> str:
     return (f"Peak resident memory of a process that runs the module once at {size}x{size} "
             f"(session, model and input included): `DeformConv` node "
-            f"{peaks['DeformConv']:.0f} MiB, decomposition {peaks['sampled']:.0f} MiB.")
+            f"{peaks['DeformConv']:.0f} MiB, decomposition {peaks['decomposed']:.0f} MiB.")
 
 
 def main() -> None:

@@ -59,8 +59,8 @@ def child(config: str, size: int, batch: int, overrides: list[str]) -> None:
 
 
 def measure(config: str, size: int, batch: int, overrides: list[str]) -> tuple[float, ...]:
-    out = subprocess.run([sys.executable, __file__, config, "--size", str(size), "--child",
-                          str(batch), *overrides], capture_output=True, text=True, check=True,
+    out = subprocess.run([sys.executable, __file__, config, *overrides, "--size", str(size),
+                          "--child", str(batch)], capture_output=True, text=True, check=True,
                          env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout
     return tuple(float(v) for v in out.split()[-3:])
 
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     overrides = args.overrides or (DEFAULT[1] if args.config == DEFAULT[0] else [])
     if args.child:
         return child(args.config, args.size, args.child, overrides)

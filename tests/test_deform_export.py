@@ -13,7 +13,7 @@ from torchvision.ops import deform_conv2d
 from sodkit.engine.export import SaliencyModel, check_parity, export_onnx
 from sodkit.errors import UserError
 from sodkit.module.aspp import ASPPDeformable, DeformConv2d
-from sodkit.module.deform_export import deform_conv2d_sampled, deform_export_form
+from sodkit.module.deform_export import deform_conv2d_decomposed, deform_export_form
 
 CASES = [(1, (5, 7)), (3, (9, 6)), (7, (12, 10)), (3, (1, 1)), (7, (2, 3))]
 
@@ -34,7 +34,7 @@ def _inputs(kernel: int, size: tuple[int, int], dtype: torch.dtype, spread: floa
 def test_the_decomposition_equals_torchvision_in_float64(kernel, size) -> None:
     x, offset, weight, mask = _inputs(kernel, size, torch.float64)
     expected = deform_conv2d(x, offset, weight, padding=kernel // 2, mask=mask)
-    got = deform_conv2d_sampled(x, offset, weight, mask, kernel // 2)
+    got = deform_conv2d_decomposed(x, offset, weight, mask, kernel // 2)
     assert got.shape == expected.shape
     assert torch.allclose(got, expected, rtol=0, atol=1e-12), (got - expected).abs().max()
 
@@ -43,7 +43,7 @@ def test_the_decomposition_equals_torchvision_in_float64(kernel, size) -> None:
 def test_the_decomposition_equals_torchvision_at_float32_round_off(kernel, size) -> None:
     x, offset, weight, mask = _inputs(kernel, size, torch.float32)
     expected = deform_conv2d(x, offset, weight, padding=kernel // 2, mask=mask)
-    got = deform_conv2d_sampled(x, offset, weight, mask, kernel // 2)
+    got = deform_conv2d_decomposed(x, offset, weight, mask, kernel // 2)
     # a sum of 4 * kernel^2 products of values of order 1-10: a few float32 ulps of its terms
     bound = 8 * np.finfo(np.float32).eps * (weight.abs().sum() * x.abs().max() * 2).item()
     assert (got - expected).abs().max().item() <= bound
@@ -53,9 +53,9 @@ def test_samples_outside_the_map_count_as_zero() -> None:
     x, offset, weight, mask = _inputs(3, (6, 6), torch.float64)
     far = torch.full_like(offset, 7.0)  # every tap at least a pixel past the bottom right
     assert deform_conv2d(x, far, weight, padding=1, mask=mask).abs().max() == 0
-    assert deform_conv2d_sampled(x, far, weight, mask, 1).abs().max() == 0
+    assert deform_conv2d_decomposed(x, far, weight, mask, 1).abs().max() == 0
     edge = torch.full_like(offset, -1.5)  # partly outside: only in-map corners contribute
-    assert torch.allclose(deform_conv2d_sampled(x, edge, weight, mask, 1),
+    assert torch.allclose(deform_conv2d_decomposed(x, edge, weight, mask, 1),
                           deform_conv2d(x, edge, weight, padding=1, mask=mask), atol=1e-12)
 
 
@@ -86,7 +86,7 @@ class _Sharp(nn.Module):
         return {"logits": self.head(self.module(self.stem(image)))}
 
 
-@pytest.mark.parametrize(("form", "opset"), [("sampled", 17), ("DeformConv", 19)])
+@pytest.mark.parametrize(("form", "opset"), [("decomposed", 17), ("DeformConv", 19)])
 def test_each_form_exports_a_dynamic_graph_with_parity(form, opset, tmp_path) -> None:
     model = SaliencyModel(_Sharp(_aspp())).eval()
     path = tmp_path / f"{form}.onnx"
@@ -95,7 +95,7 @@ def test_each_form_exports_a_dynamic_graph_with_parity(form, opset, tmp_path) ->
 
     ops = {node.op_type for node in onnx.load(str(path)).graph.node}
     assert ("DeformConv" in ops) == (form == "DeformConv") and ("GridSample" in ops) == (
-        form == "sampled")
+        form == "decomposed")
     results = check_parity(model, path, [(16, 20), (9, 33), (31, 7)])
     assert max(diff for _, diff in results) <= 1e-5, results
     with torch.no_grad():
@@ -108,8 +108,8 @@ def test_the_pytorch_path_is_torchvisions_outside_an_export() -> None:
     module = _aspp()
     conv = module.branches[3][0]
     x = torch.randn(1, 8, 11, 13, requires_grad=True)
-    with deform_export_form(module, "sampled") as count:
-        assert count == 4 and conv.export_form is deform_conv2d_sampled
+    with deform_export_form(module, "decomposed") as count:
+        assert count == 4 and conv.export_form is deform_conv2d_decomposed
     assert conv.export_form is None
     offset, mask = conv.offset(x), 2 * torch.sigmoid(conv.modulator(x))
     expected = deform_conv2d(x, offset, conv.weight, padding=conv.padding, mask=mask)

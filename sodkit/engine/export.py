@@ -71,8 +71,9 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
         fix(size, dynamic)
     form = deform or deform_form(opset)
     if has_deformable(model) and opset < min_opset(form):
+        what = "ONNX's DeformConv" if form == "DeformConv" else "GridSample"
         raise UserError(f"export: the network's deformable convolutions need --opset "
-                        f"{min_opset(form)} or newer ({form} form); asked: {opset}")
+                        f"{min_opset(form)} or newer ({what}); asked: {opset}")
     dummy = torch.randn(1, 3, *size)
     axes = {0: "batch", 2: "height", 3: "width"}
     with warnings.catch_warnings(), torch.no_grad(), deform_export_form(model, form), \
@@ -90,7 +91,7 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
 def deform_form(opset: int) -> Form:
     """The form of deformable convolution an export at ``opset`` writes: ONNX's
     ``DeformConv`` node from opset 19, else the decomposition (benchmarks/deform_onnx.py)."""
-    return "DeformConv" if opset >= DEFORM_CONV_MIN_OPSET else "sampled"
+    return "DeformConv" if opset >= DEFORM_CONV_MIN_OPSET else "decomposed"
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 torchvision's ``deform_conv2d`` has no ONNX export. Two forms equal it:
 
-- ``"sampled"``: the operator spelled out in ops every opset from 16 has: each kernel tap's
+- ``"decomposed"``: the operator spelled out in ops every opset from 16 has: each kernel tap's
   bilinear samples by ``grid_sample`` (zeros outside the map, as ``deform_conv2d`` treats an
   out-of-bounds sample), times the modulation mask, then one matrix product with the kernel.
   Runs in any onnxruntime that runs opset 16.
@@ -23,13 +23,16 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torchvision.ops import deform_conv2d
 
-Form = Literal["sampled", "DeformConv"]
-SAMPLED_MIN_OPSET = 16  # GridSample
+from .aspp import DeformConv2d
+
+Form = Literal["decomposed", "DeformConv"]
+DECOMPOSED_MIN_OPSET = 16  # GridSample
 DEFORM_CONV_MIN_OPSET = 19
 
 
-def deform_conv2d_sampled(x: Tensor, offset: Tensor, weight: Tensor, mask: Tensor,
+def deform_conv2d_decomposed(x: Tensor, offset: Tensor, weight: Tensor, mask: Tensor,
                           padding: int) -> Tensor:
     """``torchvision.ops.deform_conv2d(x, offset, weight, padding=padding, mask=mask)`` (stride
     1, dilation 1, one weight and offset group, no bias) by ``grid_sample`` and a matmul.
@@ -67,8 +70,6 @@ class _DeformConvOp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, offset: Tensor, weight: Tensor, mask: Tensor,
                 padding: int) -> Tensor:
-        from torchvision.ops import deform_conv2d
-
         return deform_conv2d(x, offset, weight, padding=padding, mask=mask)
 
     @staticmethod
@@ -85,17 +86,17 @@ def deform_conv2d_onnx_op(x: Tensor, offset: Tensor, weight: Tensor, mask: Tenso
     return _DeformConvOp.apply(x, offset, weight, mask, padding)
 
 
-FORMS: dict[str, Callable[..., Tensor]] = {"sampled": deform_conv2d_sampled,
+FORMS: dict[str, Callable[..., Tensor]] = {"decomposed": deform_conv2d_decomposed,
                                            "DeformConv": deform_conv2d_onnx_op}
 
 
 def min_opset(form: Form) -> int:
-    return DEFORM_CONV_MIN_OPSET if form == "DeformConv" else SAMPLED_MIN_OPSET
+    """The first opset that holds ``form`` (GridSample: 16; DeformConv: 19)."""
+    return DEFORM_CONV_MIN_OPSET if form == "DeformConv" else DECOMPOSED_MIN_OPSET
 
 
 def has_deformable(model: nn.Module) -> bool:
-    from .aspp import DeformConv2d
-
+    """Whether ``model`` holds a deformable convolution (BiRefNet's ``ASPPDeformable``)."""
     return any(isinstance(m, DeformConv2d) for m in model.modules())
 
 
@@ -103,8 +104,6 @@ def has_deformable(model: nn.Module) -> bool:
 def deform_export_form(model: nn.Module, form: Form) -> Iterator[int]:
     """Every :class:`~sodkit.module.aspp.DeformConv2d` of ``model`` computes with ``form``
     inside the block (yields how many); torchvision's operator again after it."""
-    from .aspp import DeformConv2d
-
     modules = [m for m in model.modules() if isinstance(m, DeformConv2d)]
     for module in modules:
         module.export_form = FORMS[form]
