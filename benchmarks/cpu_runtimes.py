@@ -104,10 +104,14 @@ def quantized(fp32: Path, tmp: Path, cfg, static: bool, dynamic_ops: list[str] |
 
     logging.getLogger().setLevel(logging.ERROR)  # a warning per 1-d weight it leaves alone
     prepared = tmp / "prepared.onnx"
+    here = Path.cwd()
+    os.chdir(tmp)  # its shape inference leaves temporary files in the working folder
     try:
         quant_pre_process(str(fp32), str(prepared))
     except Exception:  # BiRefNet: "Incomplete symbolic shape inference"; ONNX's own then
         quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
+    finally:
+        os.chdir(here)
     label = "onnxruntime int8 dynamic" + (f" ({', '.join(dynamic_ops)} only)"
                                           if dynamic_ops else "")
     out = {label: tmp / "int8_dynamic.onnx"}
