@@ -99,3 +99,12 @@ def test_birefnet_at_an_opset_without_grid_sample_is_one_line(tmp_path, capfd) -
     out, err = capfd.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1, err
     assert "deformable convolutions need --opset 16 or newer" in err and not onnx.exists()
+
+
+def test_an_export_leaves_torchs_onnx_log_off(tmp_path) -> None:
+    """torch switches its ONNX log on in every export and never off (it tests a function
+    object for truth): later code in the process would print graphs."""
+    model = SaliencyModel(build_network(ModelCfg(name="fpn", backbone="test_resnet",
+                                                 decoder_channels=8), aux_outputs=False))
+    export_onnx(model, tmp_path / "m.onnx", (32, 32), 17, dynamic=False)
+    assert not torch._C._jit_is_onnx_log_enabled()

@@ -9,6 +9,7 @@ symbolic) two more sizes, neither a multiple of 32, are checked as well.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -86,6 +87,11 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
                 dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
         except torch.onnx.errors.UnsupportedOperatorError as exc:
             raise UserError(unsupported_message(str(exc), opset)) from exc
+        finally:
+            # torch's setup_onnx_logging tests the function _jit_is_onnx_log_enabled (always
+            # true) instead of calling it: every export leaves torch's ONNX log switched on
+            with contextlib.suppress(AttributeError):
+                torch._C._jit_set_onnx_log_enabled(False)
 
 
 def deform_form(opset: int) -> Form:
