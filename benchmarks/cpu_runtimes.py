@@ -249,7 +249,9 @@ def main() -> None:
                   + f" --write` ({platform.machine()}, 2 shared cores with "
                   f"AVX-512-BF16 and AMX, torch {torch.__version__}, onnxruntime "
                   f"{onnxruntime.__version__}, {time.strftime('%Y-%m-%d %H:%M')}).\n\n")
-        write_block(tag, header + "\n".join(blocks))
+        title = "### One forward per runtime and precision: " + ", ".join(
+            MODELS[m][2] for m in args.model)
+        write_block(tag, f"{title}\n\n{header}" + "\n".join(blocks))
 
 
 if __name__ == "__main__":

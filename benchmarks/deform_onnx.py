@@ -170,7 +170,7 @@ def main() -> None:
 
     load = os.getloadavg()[0]
     table = report(measure(args.sizes, args.threads, args.rounds), args.rounds)
-    table += "\n\n" + report_memory(memory(max(args.sizes)), max(args.sizes))
+    table += "\n\n" + report_memory(memory(max(args.sizes)), max(args.sizes)) + "\n"
     print(table)
     if args.write:
         header = (f"Command: `.venv/bin/python benchmarks/deform_onnx.py --sizes "

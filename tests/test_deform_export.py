@@ -10,7 +10,13 @@ import torch
 from torch import nn
 from torchvision.ops import deform_conv2d
 
-from sodkit.engine.export import SaliencyModel, check_parity, export_onnx
+from sodkit.engine.export import (
+    SaliencyModel,
+    check_parity,
+    default_opset,
+    deform_conv_runs,
+    export_onnx,
+)
 from sodkit.errors import UserError
 from sodkit.module.aspp import ASPPDeformable, DeformConv2d
 from sodkit.module.deform_export import deform_conv2d_decomposed, deform_export_form
@@ -86,7 +92,12 @@ class _Sharp(nn.Module):
         return {"logits": self.head(self.module(self.stem(image)))}
 
 
-@pytest.mark.parametrize(("form", "opset"), [("decomposed", 17), ("DeformConv", 19)])
+NODE_RUNS = pytest.mark.skipif(not deform_conv_runs(), reason="this onnxruntime has no "
+                               "DeformConv kernel (its releases before 2026)")
+
+
+@pytest.mark.parametrize(("form", "opset"), [("decomposed", 17),
+                                             pytest.param("DeformConv", 19, marks=NODE_RUNS)])
 def test_each_form_exports_a_dynamic_graph_with_parity(form, opset, tmp_path) -> None:
     model = SaliencyModel(_Sharp(_aspp())).eval()
     path = tmp_path / f"{form}.onnx"
@@ -120,3 +131,8 @@ def test_an_opset_without_grid_sample_is_refused_in_one_line(tmp_path) -> None:
     with pytest.raises(UserError, match=r"deformable convolutions need --opset 16 or newer"):
         export_onnx(SaliencyModel(_Sharp(_aspp())), tmp_path / "m.onnx", (16, 16), 15, False)
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_the_default_opset_writes_the_node_where_onnxruntime_runs_it() -> None:
+    assert default_opset(SaliencyModel(_Sharp(_aspp()))) == (19 if deform_conv_runs() else 17)
+    assert default_opset(SaliencyModel(_Sharp(nn.Identity()))) == 17  # no deformable conv

@@ -36,8 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="input size of the export (default: the training data.size)")
     parser.add_argument("--dynamic", action="store_true",
                         help="symbolic batch, height and width (checked at two more sizes)")
-    parser.add_argument("--opset", type=int_in(MIN_OPSET), default=17,
-                        help=f"ONNX opset version (from {MIN_OPSET} to what torch supports)")
+    parser.add_argument("--opset", type=int_in(MIN_OPSET),
+                        help=f"ONNX opset version (from {MIN_OPSET} to what torch supports; "
+                             f"default 17, or 19 for deformable convolutions where the installed "
+                             f"onnxruntime runs ONNX's DeformConv)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing output file that sodkit export did not write, "
                              "or that was changed since")
@@ -99,14 +101,22 @@ def export_model_file(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.model is not None:
         return export_model_file(args)
-    from ..engine.export import TOLERANCE, SaliencyModel, check_parity, export_onnx, parity_sizes
+    from ..engine.export import (
+        TOLERANCE,
+        SaliencyModel,
+        check_parity,
+        default_opset,
+        export_onnx,
+        parity_sizes,
+    )
     from ..errors import UserError
     from ..network import build_network
     from ..torchfile import load_checkpoint
 
     onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
     target = check_target(onnx, checkpoint, args.overwrite)
-    check_opset(args.opset)
+    if args.opset is not None:
+        check_opset(args.opset)
     state = load_checkpoint(checkpoint, mmap=True)
     cfg = checkpoint_config(state, checkpoint)
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
@@ -115,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     # both bounded: --size by its type, the stored data.size by the config's range
     size = tuple(args.size) if args.size else (cfg.data.size, cfg.data.size)
     model = SaliencyModel(net).eval()
-    target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, args.opset, args.dynamic))
+    opset = args.opset or default_opset(model)
+    target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, opset, args.dynamic))
     results = check_parity(model, onnx, parity_sizes(size, args.dynamic))
     for (h, w), diff in results:
         print(f"{h}x{w}: largest |onnxruntime - PyTorch| = {diff:.3e}")
@@ -124,5 +135,5 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{onnx}: the ONNX model differs from PyTorch by {worst:.3e} "
                         f"> {TOLERANCE:g}; do not deploy it")
     print(f"wrote {onnx} ({cfg.model.name}/{cfg.model.backbone}, {which} weights, opset "
-          f"{args.opset}, {'dynamic' if args.dynamic else f'{size[0]}x{size[1]}'})")
+          f"{opset}, {'dynamic' if args.dynamic else f'{size[0]}x{size[1]}'})")
     return 0

@@ -10,6 +10,7 @@ symbolic) two more sizes, neither a multiple of 32, are checked as well.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -36,6 +37,7 @@ from ..module.deform_export import (
 logger = logging.getLogger(__name__)
 
 TOLERANCE = 1e-4  # the largest accepted |onnxruntime - PyTorch| on a probability
+DEFAULT_OPSET = 17
 MAX_LOGGED = 64 * 1024  # of what the exporter prints, the part kept for the debug log
 
 
@@ -92,6 +94,41 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
             # true) instead of calling it: every export leaves torch's ONNX log switched on
             with contextlib.suppress(AttributeError):
                 torch._C._jit_set_onnx_log_enabled(False)
+
+
+def default_opset(model: nn.Module) -> int:
+    """17; 19 for a network with deformable convolutions where the installed onnxruntime runs
+    ONNX's ``DeformConv`` node, which is faster there than their decomposition (BiRefNet's
+    deformable ASPP 1.2-1.8x, the whole network 1.15x at one thread: benchmarks/RESULTS.md)."""
+    if has_deformable(model) and deform_conv_runs():
+        return DEFORM_CONV_MIN_OPSET
+    return DEFAULT_OPSET
+
+
+@functools.cache
+def deform_conv_runs() -> bool:
+    """Whether the installed onnxruntime runs a ``DeformConv`` node on the CPU (its releases
+    before 2026 have no kernel for it)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    names = ["x", "w", "offset", "b", "mask"]
+    node = helper.make_node("DeformConv", names, ["y"], kernel_shape=[1, 1])
+    graph = helper.make_graph(
+        [node], "probe", [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                          for n in names],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    ones = {n: np.ones(s, np.float32) for n, s in zip(
+        names, [(1, 1, 2, 2), (1, 1, 1, 1), (1, 2, 2, 2), (1,), (1, 1, 2, 2)], strict=True)}
+    try:
+        session = ort.InferenceSession(probe.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        return session.run(None, ones)[0].shape == (1, 1, 2, 2)
+    except Exception:  # NOT_IMPLEMENTED, or a schema it does not know
+        return False
 
 
 def deform_form(opset: int) -> Form:
