@@ -196,7 +196,29 @@ def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"{path} is not a sodkit checkpoint (no 'model' entry); to use a "
                         f"backbone's weights file, set model.pretrained instead")
+    check_checkpoint_shape(state, path)
     return state
+
+
+def check_checkpoint_shape(state: dict[str, Any], path: str | Path) -> None:
+    """The entries every reader takes as given have their types: ``model`` a mapping of names to
+    tensors, ``ema`` none or a mapping holding one, ``config`` a mapping (a checkpoint is
+    input: a list where a mapping belongs is one line naming the file, not a traceback)."""
+    def weights(value: Any) -> bool:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+
+    problem = None
+    if not weights(state["model"]):
+        problem = "its 'model' entry is not a mapping of names to tensors"
+    elif state.get("ema") and not (isinstance(state["ema"], dict)
+                                   and weights(state["ema"].get("model"))):
+        problem = "its 'ema' entry holds no weights"
+    elif state.get("config") is not None and not isinstance(state["config"], dict):
+        problem = f"its stored config is a {type(state['config']).__name__}, not a mapping"
+    if problem is not None:
+        raise UserError(f"{path} is not a checkpoint sodkit can read: {problem} (the file is "
+                        f"damaged or was not written by sodkit)")
 
 
 def plain_numpy_state(state: tuple) -> dict[str, Any]:

@@ -142,9 +142,10 @@ def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: s
     try:
         model.load_state_dict(weights)
     except RuntimeError as exc:
-        saved = state.get("config", {}).get("model", {})
+        config = state.get("config")
+        saved = config.get("model", {}) if isinstance(config, dict) else {}
         raise UserError(
             f"{source} does not fit the configured model ({exc.__class__.__name__}). The "
-            f"checkpoint was trained with model={saved}; set the same model.* keys."
+            f"checkpoint was trained with model={str(saved)[:400]}; set the same model.* keys."
         ) from exc
     return name

@@ -90,7 +90,10 @@ def export_model_file(args: argparse.Namespace) -> int:
     net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"), initialise=False)
     load_weights(net, {**state, "model": weights, "ema": None, "model_file": False},
                  checkpoint, "model")
-    target.write_bytes(out, model_file_bytes(weights, to_dict(cfg), provenance))
+    # the run's config as it was (data, output folder and all: a record of the training); a
+    # reader takes out what names files or hosts (sodkit/config/stored.py)
+    target.write_bytes(out, model_file_bytes(weights, {**to_dict(cfg), **state["config"]},
+                                             provenance))
     print(f"wrote {out} ({cfg.model.name}/{cfg.model.backbone}, {provenance['weights']} weights "
           f"of {checkpoint.name}, {len(weights)} tensors, no training state)")
     return 0

@@ -70,10 +70,14 @@ def _dataset_folders(loaders: dict) -> list[Path]:
                    for folder in (pair.image.parent, pair.mask.parent)})
 
 
-def follow_preprocess(cfg: Config, state: dict) -> Config:
+def follow_preprocess(cfg: Config, state: dict, source: str | Path = "the checkpoint"
+                      ) -> Config:
     """``data.preprocess`` unset: the checkpoint's own inference pipeline (an imported model
-    file records its authors'), so that the recipe evaluates it as the authors did."""
-    stored = ((state.get("config") or {}).get("data") or {}).get("preprocess")
+    file records its authors'), so that the recipe evaluates it as the authors did; a stored
+    value that is no known pipeline is one line naming the file."""
+    from ..config.stored import stored_preprocess
+
+    stored = stored_preprocess(state.get("config"), source)
     if cfg.data.preprocess is not None or not stored:
         return cfg
     logger.info("inference pipeline: %s (data.preprocess of the checkpoint)", stored)
@@ -104,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint, mmap=True)
-        cfg = follow_preprocess(cfg, state)
+        cfg = follow_preprocess(cfg, state, Path(args.checkpoint))
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         check_not_input(out, _dataset_folders(loaders))
         pred_root = out / "predictions" if cfg.eval.save_predictions else None

@@ -25,6 +25,7 @@ from ..loss import build_criterion
 from ..module import freeze_batchnorm
 from ..network import build_network
 from ..optim import build_optimizer, build_scheduler, step_scheduler
+from ..progress import format_rate
 from ..text import plural
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
@@ -326,12 +327,13 @@ class Trainer:
         if "skipped" in sums:
             self.tb.scalars({"amp/skipped_steps": skipped}, self.step)
             parts += f" skipped {skipped}"
+        speed = format_rate(rate, "img")  # 4.2 s/img below 1 img/s, not 0.0 img/s
         logger.info(
-            "%s loss %.4f (%s) lr %.2e %.1f img/s eta %s", self.position(), losses["loss"],
-            parts, lr_main, rate, eta, extra={"progress": True},
+            "%s loss %.4f (%s) lr %.2e %s eta %s", self.position(), losses["loss"],
+            parts, lr_main, speed, eta, extra={"progress": True},
         )
-        return {"loss": f"{losses['loss']:.4f}", "lr": f"{lr_main:.2e}",
-                "img/s": f"{rate:.1f}", "eta": eta}
+        return {"loss": f"{losses['loss']:.4f}", "lr": f"{lr_main:.2e}", "speed": speed,
+                "eta": eta}
 
     def _log_images(self, batch: dict[str, Any], outputs: dict[str, torch.Tensor]) -> None:
         if not self.runtime.is_main:
