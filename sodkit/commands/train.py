@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
             if args.overwrite:
                 remove_run_folder(run_dir, Path(cfg.output_root))
             claim_folder(run_dir, "train")
+            _check_outputs(run_dir, trainer.pending_outputs())
         runtime.barrier()
         setup_logging(run_dir / "train.log", runtime.is_main)
         if state is not None:
@@ -67,6 +68,16 @@ def run(args: argparse.Namespace) -> int:
         close_log_file(run_dir / "train.log")  # a later run in this process logs elsewhere
         runtime.close()
     return 0
+
+
+def _check_outputs(run_dir: Path, paths: list[Path]) -> None:
+    """The results the run will write at its end replace only files it wrote, unchanged: said
+    before training (train has no --force: a file of the user's is moved away by the user)."""
+    from ..outputs import OutputFolder
+
+    folder = OutputFolder.at(run_dir)
+    folder.flag = None
+    folder.check(paths)
 
 
 def _check_run_folder(run_dir: Path, output_root: Path, overwrite: bool,

@@ -163,6 +163,22 @@ class Trainer:
         if rt.rank < len(states):
             rt.set_rng_state(states[rt.rank])
 
+    def pending_outputs(self) -> list[Path]:
+        """The result files this run will still write (its final evaluation's, with the
+        predictions; ``results_start.json`` when ``eval.at_start`` is to run), so that a file
+        of the user's at one of these names stops the run before training, not at its end."""
+        from .at_start import FILE as START_FILE
+        from .evaluator import eval_output_paths
+
+        paths: list[Path] = []
+        if self.test_loaders and self.evaluated < self.cfg.train.epochs:
+            pred_root = self.run_dir / "predictions" if self.cfg.eval.save_predictions else None
+            paths += [p for p in eval_output_paths(self.run_dir, self.test_loaders, pred_root)
+                      if p.name != "report.html"]  # a report is rewritten or warned about
+        if self.cfg.eval.at_start and self.step == 0 and self.start_results is None:
+            paths.append(self.run_dir / START_FILE)
+        return paths
+
     # ------------------------------------------------------------------ loop
     def fit(self) -> EvalResult | None:
         """Train the remaining steps and evaluate; the run folder ends with results, last.pt
@@ -392,8 +408,8 @@ class Trainer:
             signal = self.stop.received if self.stop is not None else None
             raise Preempted(f"stopped by {signal or 'a signal on another rank'} during {what} "
                             f"({exc}); {saved}; {resume}") from None
-        except UserError as exc:
-            raise type(exc)(f"{what} failed: {exc}. Training is not lost: {saved}; fix the "
+        except UserError as exc:  # one line, exit 2 (a WriteFailed, a DataError, ...)
+            raise UserError(f"{what} failed: {exc}. Training is not lost: {saved}; fix the "
                             f"cause, then {resume}") from None
         except Exception:
             logger.error("%s failed (below). Training is not lost: %s; %s", what, saved, resume)

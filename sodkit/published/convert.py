@@ -19,12 +19,15 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import UserError
 from .formats import Release, recipe_path
+
+if TYPE_CHECKING:
+    from ..outputs import OutputFolder
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +158,13 @@ def release_config(release: Release, recipe: str | Path | None = None) -> dict[s
 
 
 def import_weights(release: Release, source: str | Path, out: str | Path,
-                   recipe: str | Path | None = None) -> dict[str, Any]:
-    """Convert ``source`` into the model file ``out``; returns the provenance written."""
+                   recipe: str | Path | None = None, target: OutputFolder | None = None
+                   ) -> dict[str, Any]:
+    """Convert ``source`` into the model file ``out``; returns the provenance written.
+    ``target``: the output folder the command checked ``out`` in (its rules apply, and the
+    file is recorded there); without one, ``out`` is written as it is."""
     from ..config.loader import stored_config
-    from ..model_file import file_sha256, write_model_file
+    from ..model_file import file_sha256, model_file_bytes, write_model_file
     from ..network import build_network
 
     source = Path(source).expanduser()
@@ -176,7 +182,10 @@ def import_weights(release: Release, source: str | Path, out: str | Path,
     provenance = {"source": source.name, "sha256": file_sha256(source), "format": release.name,
                   "weights": "released", "released_as": release.title,
                   "half_to_float32": halves, "fresh": fresh}
-    write_model_file(out, renamed, config, provenance)
+    if target is not None:
+        target.write_bytes(Path(out), model_file_bytes(renamed, config, provenance))
+    else:
+        write_model_file(out, renamed, config, provenance)
     logger.info("%s: %d tensors of %s (%d half precision, loaded as float32)%s -> %s",
                 source, len(weights), release.title, halves,
                 f"; left at their fresh initialisation: {', '.join(fresh)}" if fresh else "",
