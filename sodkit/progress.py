@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from .errors import UserError
+from .text import noun_for, plural
 
 ENV = "SODKIT_PROGRESS_S"  # seconds between progress lines when stderr is not a terminal
 DEFAULT_INTERVAL_S = 5.0
@@ -55,13 +56,15 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def format_rate(per_second: float, unit: str) -> str:
+def format_rate(per_second: float, unit: str, many: str | None = None) -> str:
     """``12.3 img/s``; below one per second ``4.2 s/img`` (a slow rate printed as ``0.0 img/s``
-    said nothing); ``? img/s`` before anything was measured."""
+    said nothing); ``? img/s`` before anything was measured. ``many``: the unit's plural
+    (``12.3 images/s``, ``4.2 s/image``)."""
+    many = many or unit
     if not math.isfinite(per_second) or per_second <= 0:
-        return f"? {unit}/s"
+        return f"? {many}/s"
     if per_second >= 1:
-        return f"{per_second:.1f} {unit}/s"
+        return f"{per_second:.1f} {many}/s"
     return f"{1 / per_second:.1f} s/{unit}"
 
 
@@ -111,6 +114,8 @@ class Progress:
         if not self.enabled:
             return
         with self._lock:
+            if self.total is not None:  # the last batch of a shard may count past the end
+                n = max(0, min(n, self.total - self.count))
             self.count += n
             if postfix:
                 self.postfix = postfix
@@ -129,12 +134,13 @@ class Progress:
         """``desc: 12/40 img (30%), 2.5 img/s, eta 0:00:11, <postfix>`` as a log line says it."""
         elapsed = time.monotonic() - self.start
         if self.total:
-            done = f"{self.count}/{self.total} {self.unit} ({100 * self.count / self.total:.0f}%)"
+            done = (f"{self.count}/{self.total} {noun_for(self.total, self.unit)} "
+                    f"({100 * self.count / self.total:.0f}%)")
         else:
-            done = f"{self.count} {self.unit}"
+            done = plural(self.count, self.unit)
         parts = [done]
         if self.count:
-            parts.append(format_rate(self.rate(), self.unit))
+            parts.append(format_rate(self.rate(), self.unit, noun_for(2, self.unit)))
             if self.total:
                 parts.append(f"eta {format_duration((self.total - self.count) / self.rate())}")
         parts.append(f"{format_duration(elapsed)} so far")
@@ -171,6 +177,7 @@ class Progress:
                 self._bar = None
             if done:
                 elapsed = time.monotonic() - self.start
-                rate = f", {format_rate(self.rate(), self.unit)}" if self.count else ""
-                self.log.info("%s: done, %s %s in %s%s", self.desc, self.count, self.unit,
+                rate = (f", {format_rate(self.rate(), self.unit, noun_for(2, self.unit))}"
+                        if self.count else "")
+                self.log.info("%s: done, %s in %s%s", self.desc, plural(self.count, self.unit),
                               format_duration(elapsed), rate)

@@ -149,3 +149,18 @@ def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: s
             f"checkpoint was trained with model={str(saved)[:400]}; set the same model.* keys."
         ) from exc
     return name
+
+
+def check_model_files(cfg: Config, init_from: bool = True) -> None:
+    """Before any work: the weights files a recipe names exist (``model.pretrained``, and
+    ``model.init_from`` unless the run resumes: it then starts from its own state), instead of
+    failing once the data and the network are built."""
+    from ..errors import UserError
+
+    model = cfg.model
+    for key, value in (("model.pretrained", model.pretrained if model.pretrained != "timm"
+                        else None), ("model.init_from", model.init_from if init_from else None)):
+        if value and Path(value).expanduser().is_dir():
+            raise UserError(f"{key}: {value} is a folder; give the weights file")
+        if value and not Path(value).expanduser().is_file():
+            raise UserError(f"{key}: file not found: {value}")

@@ -70,10 +70,11 @@ def check_out(out: Path, source: Path, force: bool) -> OutputFolder:
 
 def run(args: argparse.Namespace) -> int:
     from ..published import get_format
-    from ..published.convert import import_weights
 
     release = get_format(args.format)
     out, source = Path(args.out), Path(args.source)
-    target = check_out(out, source, args.force)
+    target = check_out(out, source, args.force)  # before torch's import and the long read
+    from ..published.convert import import_weights
+
     import_weights(release, source, out, args.recipe, target=target)
     return 0

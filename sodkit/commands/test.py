@@ -52,6 +52,10 @@ def output_folder(args: argparse.Namespace, run_dir: Path) -> Path:
     from ..paths import check_name, check_not_input, check_removable
 
     checkpoint = Path(args.checkpoint)
+    if checkpoint.is_dir() or not checkpoint.is_file():
+        raise UserError(f"--checkpoint {checkpoint}: " + (
+            "a folder; give the file, e.g. " + str(checkpoint / "checkpoints" / "last.pt")
+            if checkpoint.is_dir() else "file not found"))
     out = Path(args.out) if args.out else run_dir / "eval" / check_name(
         checkpoint.stem, "--checkpoint (its file name)", "last.pt")
     check_not_input(out, [checkpoint], "--out")
@@ -86,6 +90,10 @@ def follow_preprocess(cfg: Config, state: dict, source: str | Path = "the checkp
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
+    if not cfg.data.test:  # names and paths first, before torch is imported
+        from ..errors import UserError
+
+        raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
     out = output_folder(args, run_dir_of(cfg))
 
     from ..data import build_test_loaders
@@ -100,8 +108,6 @@ def run(args: argparse.Namespace) -> int:
     from ..resources import keep_freed_memory
     from ..torchfile import load_checkpoint
 
-    if not cfg.data.test:
-        raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
     keep_freed_memory()
     runtime = Runtime(cfg.runtime)
     folder = None

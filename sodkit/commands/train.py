@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from ._common import add_config_arguments, load_cli_config, run_dir_of
+from ._common import add_config_arguments, check_model_files, load_cli_config, run_dir_of
 
 HELP = "train a network from a YAML recipe, then evaluate it on the recipe's test sets"
 
@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
     run_dir = run_dir_of(cfg)
     resume = args.resume or ("auto" if cfg.train.auto_resume and not args.overwrite else None)
     _check_run_folder(run_dir, Path(cfg.output_root), args.overwrite, resume)
+    fresh = resume is None or (resume == "auto" and not any(
+        (run_dir / "checkpoints").glob("*.pt")))
+    check_model_files(cfg, init_from=fresh)  # names and paths first: no data read yet
 
     from ..engine.checkpoint import CheckpointManager
     from ..engine.logging import close_log_file, setup_logging
@@ -88,6 +91,10 @@ def _check_run_folder(run_dir: Path, output_root: Path, overwrite: bool,
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite exclude each other")
+    if resume not in (None, "auto") and not Path(resume).is_file():
+        raise UserError(f"--resume {resume}: " + ("a folder; give the checkpoint file, e.g. "
+                        f"{Path(resume) / 'checkpoints' / 'last.pt'}" if Path(resume).is_dir()
+                        else "file not found") + " (or --resume auto)")
     if overwrite:
         check_removable(run_dir, output_root)
         return

@@ -142,7 +142,7 @@ def _unproven(folder: Path, kind: str) -> Iterator[Path]:
 
 
 def single_file(path: str | Path, kind: str, force: bool, what: str,
-                inputs: Iterable[Path] = (), flag: str = "--force") -> OutputFolder:
+                inputs: Iterable[Path] = (), flag: str | None = "--force") -> OutputFolder:
     """Where the single file ``path`` (``--latex``, ``--xlsx``, ``report --out``, ``--onnx``) is
     recorded, after checking that ``sodkit kind`` may write it: not an input nor inside an input
     folder (``force`` or not); in a folder of the user's, of ``kind`` or of ``report`` (where
@@ -156,13 +156,14 @@ def single_file(path: str | Path, kind: str, force: bool, what: str,
     check_not_input(path, list(inputs), what)
     out = OutputFolder.at(path.parent)
     if out.kind is not None and out.kind not in (kind, "report"):
+        either = f", {flag} or not" if flag else ""
         raise UserError(f"{what} {path} lies in {out.root}, {describe(out.kind)}: sodkit {kind} "
-                        f"puts no file into another command's folder, {flag} or not; write "
+                        f"puts no file into another command's folder{either}; write "
                         f"{what} elsewhere")
-    out.force = force
+    out.force, out.flag = force, flag  # flag None: the command has no way to force it
     problem = out.problem(path)
     if problem is not None:
-        raise UserError(f"{what} {problem}".replace("--force", flag))
+        raise UserError(f"{what} {problem}")
     return out
 
 
