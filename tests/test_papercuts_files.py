@@ -5,16 +5,11 @@ together after installing them."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import torch
 
 from sodkit.config import Config, DataCfg, ModelCfg, to_dict
 from sodkit.config.schema import BiRefNetCfg
 from sodkit.network import build_network
-from tests.conftest import ROOT
 
 
 def test_an_export_that_cannot_be_done_prints_only_the_reason(tmp_path, run_cli):

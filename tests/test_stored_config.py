@@ -145,7 +145,7 @@ def test_every_path_or_host_in_free_form_kwargs_is_taken_out(entry):
 @pytest.mark.parametrize("config, words", [
     ([1, 2], "list"),
     ("text", "str"),
-    (None, "missing"),
+    (None, "got none (no config)"),
     ({"model": [1]}, "model: expected a mapping"),
     ({"data": {"preprocess": "../../evil"}}, "data.preprocess: '../../evil' is not one of"),
 ])

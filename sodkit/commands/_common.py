@@ -127,8 +127,11 @@ def checkpoint_config(state: dict[str, Any], source: Path) -> Config:
     """The config a checkpoint was trained with, checked like any config (ranges included: a
     NaN ``data.std`` would normalise every image to NaN)."""
     from ..config.loader import stored_config
+    from ..network.size import check_network_size
 
-    return stored_config(state.get("config"), source)
+    cfg = stored_config(state.get("config"), source)
+    check_network_size(cfg.model, str(source))  # said with the file's name, before building
+    return cfg
 
 
 def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto"

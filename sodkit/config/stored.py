@@ -92,9 +92,10 @@ def untrusted_config(raw: Any, source: str | Path) -> tuple[dict[str, Any], list
             naming ``source``.
     """
     if not isinstance(raw, dict):
-        what = "missing" if raw is None else f"a {type(raw).__name__}, not a mapping of sections"
-        raise ConfigError(f"{source}: the config stored in it is {what}: the file is damaged or "
-                          f"was not written by sodkit")
+        what = "none (no config)" if raw is None else f"a {type(raw).__name__}"
+        raise ConfigError(f"{source}: the config stored in it is invalid: expected a mapping of "
+                          f"sections, got {what} (the file is damaged or was not written by "
+                          f"sodkit)")
     config = copy.deepcopy(raw)
     dropped: list[str] = []
     for path in FILE_KEYS:
