@@ -180,7 +180,7 @@ class Trainer:
         return paths
 
     # ------------------------------------------------------------------ loop
-    def fit(self) -> EvalResult | None:
+    def fit(self, stop: StopRequest | None = None) -> EvalResult | None:
         """Train the remaining steps and evaluate; the run folder ends with results, last.pt
         and report.html.
 
@@ -202,7 +202,11 @@ class Trainer:
                               purge_step=self.step + 1 if self.step else None)
         meter = Throughput(cfg.train.epochs * self.steps_per_epoch, self.step)
         try:
-            with StopRequest(cfg.runtime.stop_grace_s) as stop:
+            # the command's own handlers when it installed them first thing (sodkit train)
+            handlers = (contextlib.nullcontext(stop) if stop is not None
+                        else StopRequest(cfg.runtime.stop_grace_s))
+            with handlers as stop:
+                stop.training = True
                 self.stop = stop
                 if cfg.eval.at_start and self.step == 0 and self.start_results is None:
                     self.start_results = evaluate_start(self)
@@ -443,5 +447,5 @@ class Trainer:
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
                         for i, g in enumerate(self.optimizer.param_groups))
         logger.info("effective base LR per group (%s scaling): %s", self.cfg.optim.lr_scaling, lrs)
-        if self.init:
+        if self.init and not self.step:  # a resumed run says it in the past tense
             logger.info("model.init_from: %s", describe_init(self.init))
