@@ -126,6 +126,15 @@ class Progress:
             elif time.monotonic() - self._last_line >= self.interval:
                 self._line()
 
+    def doing(self, what: str) -> None:
+        """Say what is running now (shown with the count; on a terminal at once)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self.postfix = what
+            if self._bar is not None:
+                self._bar.set_postfix_str(what, refresh=True)
+
     def rate(self) -> float:
         """Items per second since the start."""
         return self.count / max(time.monotonic() - self.start, 1e-9)

@@ -18,7 +18,7 @@ from sodkit.config import Config, DataCfg, ModelCfg, to_dict
 from sodkit.config.loader import ConfigError, stored_config
 from sodkit.config.stored import untrusted_config
 from sodkit.errors import UserError
-from sodkit.model_file import model_file_bytes
+from sodkit.model_file import model_file_bytes, read_model_file
 from sodkit.network import build_network
 from tests.conftest import ROOT
 
@@ -92,6 +92,9 @@ def test_a_model_file_naming_another_file_opens_nothing(tmp_path, images, run_cl
     exported = tmp_path / "again.safetensors"
     done = run_cli("export", "--checkpoint", str(model), "--model", str(exported))
     assert done.returncode == 0 and SECRET not in done.stdout + done.stderr, done.stderr
+    passed_on = read_model_file(exported)["config"]  # the hostile entries are not passed on
+    assert passed_on["model"]["backbone_kwargs"] == {"drop_path_rate": 0.0}
+    assert passed_on["data"]["train"] == hostile_config(private)["data"]["train"]  # the record
     done = run_cli("info", str(model))
     assert done.returncode == 0 and SECRET not in done.stdout + done.stderr, done.stderr
     loaded = sodkit.load(model, device="cpu")

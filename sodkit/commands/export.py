@@ -88,6 +88,7 @@ def export_model_file(args: argparse.Namespace) -> int:
     out, checkpoint = Path(args.model), Path(args.checkpoint)
     target = check_target(out, checkpoint, args.overwrite, "--model", SUFFIX)
     from ..config import to_dict
+    from ..config.stored import shareable_config
     from ..model_file import from_checkpoint, model_file_bytes
     from ..network import build_network
     from ..progress import Progress
@@ -105,10 +106,10 @@ def export_model_file(args: argparse.Namespace) -> int:
         load_weights(net, {**state, "model": weights, "ema": None, "model_file": False},
                      checkpoint, "model")
         progress.update(postfix="every tensor fits the network")
-        # the run's config as it was (data, output folder and all: a record of the training);
-        # a reader takes out what names files or hosts (sodkit/config/stored.py)
-        target.write_bytes(out, model_file_bytes(weights, {**to_dict(cfg), **state["config"]},
-                                                 provenance))
+        # the run's config as it was (data, output folder and all: a record of the training),
+        # without free-form entries that name files or hosts (sodkit/config/stored.py)
+        config = {**to_dict(cfg), **shareable_config(state["config"], checkpoint)}
+        target.write_bytes(out, model_file_bytes(weights, config, provenance))
         progress.update(postfix=f"wrote {out.name}")
     print(f"wrote {out} ({cfg.model.name}/{cfg.model.backbone}, {provenance['weights']} weights "
           f"of {checkpoint.name}, {len(weights)} tensors, no training state)")

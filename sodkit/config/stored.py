@@ -156,3 +156,21 @@ def stored_preprocess(raw: Any, source: str | Path) -> str | None:
         raise ConfigError(f"{source}: the config stored in it is invalid: data.preprocess: "
                           f"{value!r:.80} is not one of {list(known)}")
     return value
+
+
+def shareable_config(raw: dict[str, Any], source: str | Path) -> dict[str, Any]:
+    """The config a file carries, to be written into another file (``export --model``): the
+    run's record kept (its data, output folder, weights source: every reader takes those out),
+    and the free-form entries that name a file or host dropped, so that a hostile key is not
+    passed on to a reader that would not take it out."""
+    clean, _ = untrusted_config(raw, source)
+    for path in FILE_KEYS:  # the record of the training, as it was
+        parent: Any = raw
+        for name in path[:-1]:
+            parent = parent.get(name) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent:
+            target = clean
+            for name in path[:-1]:
+                target = target.setdefault(name, {})
+            target[path[-1]] = copy.deepcopy(parent[path[-1]])
+    return clean

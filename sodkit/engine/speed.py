@@ -142,10 +142,13 @@ def _rounds(cfg: Config, steps: int, rounds: int, folder: Path) -> dict[str, lis
                                   ("step", lambda: _timed_steps(step, batch, steps,
                                                                 runtime.device)),
                                   ("loop", lambda: _timed_loop(trainer, steps))):
+                bar.doing(f"round {i + 1}/{rounds}: {name}")
                 rates[name].append(measure())
-                bar.update(postfix=f"round {i + 1}/{rounds}: {name}")
+                bar.update()
+        if trainer.test_loaders:
+            bar.doing("evaluation")
         evaluation = _timed_eval(trainer)
-        bar.update(1 if evaluation is not None else 0, postfix="evaluation")
+        bar.update(1 if evaluation is not None else 0)
     rates["eval"] = [evaluation] if evaluation is not None else []
     trainer.tb.close()
     return rates
