@@ -53,9 +53,9 @@ def test_the_install_says_what_to_do_when_torchvision_does_not_fit_torch(tmp_pat
     assert "torchvision ? does not work with torch" in lines[0]
     assert "operator torchvision::nms does not exist" in lines[0]
     assert "rm -rf .venv && make demo TORCH_INDEX=" in lines[0]
-    ok = subprocess.run([sys.executable, "-m", "sodkit.install_check"], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300)
-    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+    from sodkit.install_check import problem
+
+    assert problem() is None  # this environment's torch and torchvision work together
     plan = subprocess.run(["make", "-n", f"VENV={tmp_path / 'venv'}", "demo"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60).stdout.splitlines()
     install = [i for i, line in enumerate(plan) if "pip install" in line and "-e ." in line]
