@@ -169,10 +169,10 @@ def load(path: str | Path, device: str = "auto", weights: str = "auto",
     on ``device`` (``auto``: CUDA when there is one). ``weights`` as ``--weights``: ``auto``
     (EMA when the checkpoint has it), ``ema`` or ``model``; ``size``: the network's input side
     (default: the training size, as ``sodkit predict``)."""
-    from .commands._common import checkpoint_config, load_weights
     from .config.schema import MAX_SIZE, MIN_SIZE
     from .network import build_network
     from .torchfile import load_checkpoint
+    from .trained import checkpoint_config, load_weights
 
     if weights not in ("auto", "ema", "model"):
         raise UserError(f"weights {weights!r}: choose auto, ema or model")

@@ -66,7 +66,7 @@ def model_file_bytes(weights: dict[str, Any], config: dict[str, Any],
     and ``provenance`` (source, sha256, format, weights, ...; ``sodkit_version`` is added)."""
     from safetensors.torch import save
 
-    from . import __version__
+    from .version import __version__
 
     metadata = {_META_FORMAT: FORMAT, _META_CONFIG: json.dumps(config, sort_keys=True),
                 _META_PROVENANCE: json.dumps({"sodkit_version": __version__, **provenance},
@@ -87,7 +87,7 @@ def from_checkpoint(state: dict[str, Any], source: str | Path, which: str = "aut
     """``(weights, provenance)`` of a model file made from a loaded checkpoint (or model file)
     ``state`` read from ``source``: the EMA weights when it has them unless ``which`` is
     ``model``; the provenance names the file, its sha256, its format and which weights."""
-    from .commands._common import check_finite_weights, pick_weights
+    from .trained import check_finite_weights, pick_weights
 
     source = Path(source)
     name, weights = pick_weights(state, which, source)

@@ -3,57 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torch import nn
 
     from ..config import Config
-
-
-def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
-    """An argparse ``type``: an integer in ``[low, high]`` (``high`` None: no upper bound).
-
-    A value outside is a usage error that names the option and the range (exit 2), instead of
-    a traceback from deep inside the command (``--batch-size 0``, ``--opset 999``).
-    """
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            allowed = f"in [{low}, {high}]" if high is not None else f">= {low}"
-            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
-        return value
-
-    parse.__name__ = "int"  # how argparse names the type in its own messages
-    return parse
-
-
-def float_in(low: float, high: float) -> Callable[[str], float]:
-    """An argparse ``type``: a finite number in ``[low, high]`` (``nan`` and ``inf`` refused:
-    a NaN threshold would compare false everywhere and write empty masks)."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not low <= value <= high:  # false for NaN
-            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
-        return value
-
-    parse.__name__ = "float"
-    return parse
-
-
-def user_path(text: str) -> str:
-    """An argparse ``type`` for a path the user names: ``~`` is the home folder (the shell
-    expands ``--out ~/x`` but leaves ``--out=~/x`` alone, which would create ``./~/x``)."""
-    return os.path.expanduser(text)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,73 +33,3 @@ def add_weights_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", choices=["auto", "ema", "model"], default="auto",
                         help="which weights of the checkpoint: the EMA average (train.ema_decay) "
                              "or the trained model; auto: ema when the checkpoint has it")
-
-
-def pick_weights(state: dict[str, Any], which: str, source: Path) -> tuple[str, dict[str, Any]]:
-    """``(name, state dict)`` of the weights ``--weights`` asks for."""
-    from ..errors import UserError
-
-    if state.get("model_file"):  # one set of weights, the one its provenance names
-        held = str(state.get("provenance", {}).get("weights", "model"))
-        if which not in ("auto", held):
-            raise UserError(f"{source} is a model file holding the {held} weights only; drop "
-                            f"--weights {which}, or export the {which} weights from the "
-                            f"training checkpoint")
-        return held, state["model"]
-    ema = state.get("ema")
-    if which == "ema" and not ema:
-        raise UserError(f"{source} has no EMA weights (trained without train.ema_decay); "
-                        f"use --weights model")
-    if which != "model" and ema:
-        return "ema", ema["model"]
-    return "model", state["model"]
-
-
-def check_finite_weights(weights: dict[str, Any], name: str, source: Path) -> None:
-    """Weights with a NaN or an infinity (a run that diverged) would predict NaN everywhere,
-    which quantises to all-black masks: refused once, when they are loaded."""
-    bad = [key for key, value in weights.items()
-           if hasattr(value, "is_floating_point") and value.is_floating_point()
-           and not _all_finite(value)]
-    if bad:
-        from ..errors import UserError
-
-        other = "; or --weights model" if name == "ema" else ""
-        raise UserError(f"{source}: the {name} weights hold NaN or infinite values ({len(bad)} "
-                        f"tensors, e.g. {bad[0]}): the run had diverged when it was saved; use "
-                        f"an earlier checkpoint{other}")
-
-
-def _all_finite(value: Any) -> bool:
-    """Exactly ``value.isfinite().all()``, about 20x faster for a finite tensor (ResNet-18's
-    weights: 5 ms against 90 ms, a fixed cost of every ``sodkit predict``): one NaN or
-    infinity makes the sum non-finite, so a finite sum proves them all finite; a sum that is
-    not (an overflow of large finite values) is checked element by element."""
-    return bool(value.sum().isfinite()) or bool(value.isfinite().all())
-
-
-def checkpoint_config(state: dict[str, Any], source: Path) -> Config:
-    """The config a checkpoint was trained with, checked like any config (ranges included: a
-    NaN ``data.std`` would normalise every image to NaN)."""
-    from ..config.loader import stored_config
-
-    return stored_config(state.get("config"), source)
-
-
-def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto"
-                 ) -> str:
-    """Load a checkpoint's weights (``which``: auto | ema | model), explaining a mismatch in
-    terms of the config; returns which weights were loaded."""
-    from ..errors import UserError
-
-    name, weights = pick_weights(state, which, source)
-    check_finite_weights(weights, name, source)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as exc:
-        saved = state.get("config", {}).get("model", {})
-        raise UserError(
-            f"{source} does not fit the configured model ({exc.__class__.__name__}). The "
-            f"checkpoint was trained with model={saved}; set the same model.* keys."
-        ) from exc
-    return name

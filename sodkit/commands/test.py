@@ -16,14 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import (
-    add_config_arguments,
-    add_weights_argument,
-    load_cli_config,
-    load_weights,
-    run_dir_of,
-    user_path,
-)
+from ..argtypes import user_path
+from ..trained import load_weights
+from ._common import add_config_arguments, add_weights_argument, load_cli_config, run_dir_of
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -48,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def output_folder(args: argparse.Namespace, run_dir: Path) -> Path:
     """Where this evaluation goes, checked before any work (inputs are never outputs)."""
     from ..errors import UserError
-    from ..outputs import check_claim
-    from ..paths import check_name, check_not_input, check_removable
+    from ..outputs import check_claim, check_removable
+    from ..paths import check_name, check_not_input
 
     checkpoint = Path(args.checkpoint)
     out = Path(args.out) if args.out else run_dir / "eval" / check_name(
@@ -91,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.runtime import Runtime
     from ..errors import UserError
     from ..network import build_network
-    from ..outputs import claim
-    from ..paths import check_not_input, remove_run_folder
+    from ..outputs import claim, remove_run_folder
+    from ..paths import check_not_input
     from ..resources import keep_freed_memory
     from ..torchfile import load_checkpoint
 

@@ -16,17 +16,13 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from ..errors import UserError
+from ..errors import ConfigError
 from ..output_names import check_dataset_name
 from ..paths import check_name
 from .derived import fit_backbone_size, fit_birefnet_batchnorm
 from .ranges import check_ranges, expand_paths
 from .schema import Config
 from .yamlio import load_yaml, read_yaml
-
-
-class ConfigError(UserError, ValueError):
-    """A config file or override the user must fix; the CLI exits with code 2."""
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

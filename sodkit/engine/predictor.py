@@ -12,11 +12,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from ..data.loaders import shard_range
 from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
 from ..outputs import OutputFolder
 from ..paths import inside
+from ..sharding import shard_range
 from ..text import plural
 from .evaluator import MaskWriter, agree_on_round
 from .overlap import OutputThread

@@ -188,7 +188,10 @@ class Trainer:
             with StopRequest(cfg.runtime.stop_grace_s) as stop:
                 self.stop = stop
                 if cfg.eval.at_start and self.step == 0 and self.start_results is None:
-                    self.start_results = evaluate_start(self)
+                    self.start_results = evaluate_start(
+                        self.ema.module if self.ema is not None else self.model,
+                        self.test_loaders, rt, cfg, self.run_dir, self.tb,
+                        lambda: stop.received is not None)
                 if self.epoch_step == 0 and self.epoch < cfg.train.epochs:
                     self._evaluate_if_due(self.epoch)  # a resumed run whose evaluation stopped
                 for epoch in range(self.epoch, cfg.train.epochs):
