@@ -74,6 +74,28 @@ def run_dir_of(cfg: Config) -> Path:
     return Path(cfg.output_root) / cfg.name
 
 
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--checkpoint PATH`` or ``--model NAME`` (one of them)."""
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--checkpoint", type=user_path,
+                       help="a .pt file written by sodkit train, or a model file")
+    which.add_argument("--model", metavar="NAME",
+                       help="a model by name (sodkit models lists them): fetched, verified and "
+                            "converted on first use, then read from the cache")
+
+
+def resolve_model_argument(args: argparse.Namespace, fetch: bool = True) -> None:
+    """``--model NAME`` -> ``args.checkpoint``: the cached model file (fetched first when
+    ``fetch``; otherwise only where it will be, for names and checks before the work)."""
+    if not getattr(args, "model", None):
+        return
+    from ..published.catalogue import get_entry
+    from ..published.fetch import cache_paths, fetch_model
+
+    path = fetch_model(args.model) if fetch else cache_paths(get_entry(args.model)).model
+    args.checkpoint = str(path)
+
+
 def add_weights_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", choices=["auto", "ema", "model"], default="auto",
                         help="which weights of the checkpoint: the EMA average (train.ema_decay) "

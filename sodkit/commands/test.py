@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING
 
 from ._common import (
     add_config_arguments,
+    add_model_arguments,
     add_weights_argument,
     load_cli_config,
     load_weights,
+    resolve_model_argument,
     run_dir_of,
     user_path,
 )
@@ -35,8 +37,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--checkpoint", required=True,
-                        help="a .pt file written by sodkit train, or a model file")
+    add_model_arguments(parser)
     parser.add_argument("--out", type=user_path,
                         help="folder for this evaluation (default: <run folder>/eval/"
                              "<checkpoint name>/, beside the training run's results)")
@@ -82,7 +83,9 @@ def follow_preprocess(cfg: Config, state: dict) -> Config:
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
+    resolve_model_argument(args, fetch=False)  # its name names the output folder
     out = output_folder(args, run_dir_of(cfg))
+    resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
 
     from ..data import build_test_loaders
     from ..engine.evaluator import eval_output_paths, evaluate, write_eval_outputs
