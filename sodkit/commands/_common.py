@@ -57,17 +57,33 @@ def user_path(text: str) -> str:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
+    parser.add_argument("config", type=user_path,
+                        help="YAML recipe, e.g. configs/demo.yaml; or a model file, checkpoint "
+                             "or model name, whose stored config is the recipe (fine-tuning)")
     parser.add_argument(
         "overrides", nargs="*", metavar="key=value",
         help="dotted overrides, e.g. train.epochs=2 data.size=256 model.backbone=resnet34",
     )
 
 
-def load_cli_config(args: argparse.Namespace) -> Config:
-    from ..config import load_config
+def recipe_source(text: str) -> Path:
+    """What was given as CONFIG: a file as it is, or a model name (fetched and cached), whose
+    model file is then the recipe."""
+    from ..published.fetch import model_source
 
-    return load_config(args.config, args.overrides)
+    return model_source(text)
+
+
+def load_cli_config(args: argparse.Namespace) -> Config:
+    """The recipe's config; of a model file or checkpoint (or a model's name), the fine-tuning
+    recipe it makes (:mod:`sodkit.config.finetune`)."""
+    from ..config import load_config
+    from ..config.finetune import finetune_config, is_weights_file
+
+    source = recipe_source(args.config)
+    if is_weights_file(source):
+        return finetune_config(source, args.overrides)
+    return load_config(source, args.overrides)
 
 
 def run_dir_of(cfg: Config) -> Path:
