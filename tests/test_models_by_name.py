@@ -129,10 +129,12 @@ def test_mirror_replaces_scheme_and_host_and_keeps_the_path(cache, monkeypatch):
 
 
 def test_first_use_downloads_and_converts_and_the_second_is_offline(server, release, cache,
-                                                                      tmp_path, caplog):
+                                                                      tmp_path, caplog,
+                                                                      monkeypatch):
     """``predict --model NAME``: one download through the mirror, the hash recorded (no
     published one), the model converted and cached; with the server gone, predict and
     ``sodkit.load(NAME)`` read the cache and give the same masks."""
+    monkeypatch.setenv("SODKIT_PROGRESS_S", "0")  # not a terminal: a progress line per block
     photos = photo_folder(tmp_path)
     argv = ["predict", "--model", "birefnet-general-lite", str(photos), "--size", "64",
             "--device", "cpu", "--workers", "0", "--out"]
@@ -144,6 +146,8 @@ def test_first_use_downloads_and_converts_and_the_second_is_offline(server, rele
     assert record["source_sha256"] == hashlib.sha256(release).hexdigest()
     assert record["sha256_from"] == "first download"
     assert "trust on first use" in caplog.text and str(paths.record) in caplog.text
+    assert f"birefnet-general-lite: {len(release) / 1e6:.1f} of {len(release) / 1e6:.1f} MB " \
+           f"(100%)" in caplog.text  # the progress lines
     model = read_model_file(paths.model)
     assert model["provenance"]["model"] == "birefnet-general-lite"
     assert model["provenance"]["url"] == f"https://huggingface.co{LITE}"
@@ -285,3 +289,23 @@ def test_sodkit_models_imports_no_torch(cache):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=dict(os.environ))
     assert result.returncode == 0, result.stderr
+
+
+def test_test_and_train_take_a_model_name(server, release, cache, data_root, tmp_path, capsys,
+                                          monkeypatch):
+    """``sodkit test CONFIG --model NAME`` evaluates the cached model into
+    ``eval/NAME/``; ``sodkit info --json NAME`` gives the fine-tuning recipe of its model file."""
+    team_catalogue(tmp_path, monkeypatch, sha256=hashlib.sha256(release).hexdigest())
+    out = tmp_path / "runs"
+    assert main(["test", str(HERE.parent / "configs" / "demo.yaml"), "--model", "team-pvt",
+                 f"data_root={data_root}", f"output_root={out}", "name=r",
+                 "data.test=[{preset: duts-te}]", "data.size=64", "data.num_workers=0",
+                 "data.test_batch_size=3"]) == 0
+    assert (out / "r" / "eval" / "team-pvt" / "results.json").is_file()
+    model = cache_paths(entries()["team-pvt"]).model
+    capsys.readouterr()
+    assert main(["info", "--json", "team-pvt", "data_root=/mine", "data.size=64"]) == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert config["model"]["init_from"] == str(model) and config["name"] == "finetune_team-pvt"
+    assert config["model"]["name"] == "birefnet" and config["data_root"] == "/mine"
+    assert [s.status for s in server.gets(TEAM)] == [200]  # fetched once

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    add_model_arguments(parser)
+    add_model_arguments(parser)  # --model NAME: its own network, CONFIG's test sets
     parser.add_argument("--out", type=user_path,
                         help="folder for this evaluation (default: <run folder>/eval/"
                              "<checkpoint name>/, beside the training run's results)")
@@ -108,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint, mmap=True)
         cfg = follow_preprocess(cfg, state)
+        if args.model:  # a model by name brings its network; CONFIG gives the test sets
+            from ._common import checkpoint_config
+
+            stored = checkpoint_config(state, Path(args.checkpoint))
+            cfg = replace(cfg, model=replace(stored.model, pretrained=None, init_from=None))
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         check_not_input(out, _dataset_folders(loaders))
         pred_root = out / "predictions" if cfg.eval.save_predictions else None
