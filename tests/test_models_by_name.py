@@ -199,6 +199,11 @@ def test_a_wrong_sha256_is_refused_and_leaves_nothing(server, release, cache, tm
                    size=len(release) + 1)
     assert main(["models", "--fetch", "team-pvt"]) == 2
     assert "the catalogue says" in capsys.readouterr().err and files_in(cache) == []
+    # a file the server does not have: its answer, in one line
+    team_catalogue(tmp_path, monkeypatch, sha256="0" * 64, url="https://x.example/nothing.pth")
+    assert main(["models", "--fetch", "team-pvt"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "answered 404" in err[0] and files_in(cache) == [], err
 
 
 def test_offline_says_which_url_to_fetch_and_where_to_put_it(server, release, cache, tmp_path,

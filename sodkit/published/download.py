@@ -150,6 +150,8 @@ def _attempt(url: str, part: Path, expected: int | None, limit: int, label: str)
         if exc.code == 416 and offset:  # nothing after offset: the file changed, or is whole
             discard(part)
             raise ConnectionError("range not satisfiable: starting again") from None
+        if exc.code >= 500:  # the server's trouble, maybe passing: as an unreachable one
+            raise NetworkError(f"{url}: the server answered {exc.code} {exc.reason}") from None
         raise _refused(url, exc) from None
     cap = expected if expected is not None else limit
     with response:
