@@ -155,3 +155,22 @@ def read_model_file(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: its config metadata is not JSON (the file is damaged)") from None
     return {"model": tensors, "config": config, "provenance": provenance,
             "model_file": True}
+
+
+def read_model_metadata(path: str | Path) -> tuple[Any, Any]:
+    """``(config, provenance)`` as stored in a model file, read from its header alone (the
+    weights are not read): for uses of the config only, such as a fine-tuning recipe."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"model file not found: {path}")
+    check_file_size(path, "model file")
+    metadata = _header(path).get("__metadata__") or {}
+    if not isinstance(metadata, dict) or metadata.get(_META_FORMAT) != FORMAT \
+            or _META_CONFIG not in metadata:
+        raise UserError(f"{path} is a .safetensors file but not a sodkit model file (no "
+                        f"{FORMAT!r} metadata)")
+    try:
+        return (json.loads(metadata[_META_CONFIG]),
+                json.loads(metadata.get(_META_PROVENANCE, "{}")))
+    except (TypeError, ValueError):
+        raise UserError(f"{path}: its config metadata is not JSON (the file is damaged)") from None

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING
 
 from ..argtypes import user_path
 from ..trained import load_weights
-from ._common import add_config_arguments, add_weights_argument, load_cli_config, run_dir_of
+from ._common import (
+    add_config_arguments,
+    add_model_arguments,
+    add_weights_argument,
+    load_cli_config,
+    resolve_model_argument,
+    run_dir_of,
+)
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -30,8 +37,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--checkpoint", required=True,
-                        help="a .pt file written by sodkit train, or a model file")
+    add_model_arguments(parser)  # --model NAME: its own network, CONFIG's test sets
     parser.add_argument("--out", type=user_path,
                         help="folder for this evaluation (default: <run folder>/eval/"
                              "<checkpoint name>/, beside the training run's results)")
@@ -77,7 +83,9 @@ def follow_preprocess(cfg: Config, state: dict) -> Config:
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
+    resolve_model_argument(args, fetch=False)  # its name names the output folder
     out = output_folder(args, run_dir_of(cfg))
+    resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
 
     from ..data import build_test_loaders
     from ..engine.evaluator import eval_output_paths, evaluate, write_eval_outputs
@@ -100,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint, mmap=True)
         cfg = follow_preprocess(cfg, state)
+        if args.model:  # a model by name brings its network; CONFIG gives the test sets
+            from ..trained import checkpoint_config
+
+            stored = checkpoint_config(state, Path(args.checkpoint))
+            cfg = replace(cfg, model=replace(stored.model, pretrained=None, init_from=None))
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         check_not_input(out, _dataset_folders(loaders))
         pred_root = out / "predictions" if cfg.eval.save_predictions else None

@@ -59,9 +59,6 @@ def run(args: argparse.Namespace) -> int:
         setup_logging(run_dir / "train.log", runtime.is_main)
         if state is not None:
             logger.info("resumed from %s at %s", resume, trainer.position())
-            if cfg.model.init_from:
-                logger.info("model.init_from is not loaded: a resumed run continues from its own "
-                            "state (it started from %s)", cfg.model.init_from)
         trainer.fit()
     finally:
         close_log_file(run_dir / "train.log")  # a later run in this process logs elsewhere

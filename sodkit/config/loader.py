@@ -40,6 +40,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return _validated(raw)
 
 
+def config_from_dict(raw: dict[str, Any], overrides: list[str] | None = None) -> Config:
+    """A recipe built in code (e.g. from a model file), ``key=value`` overrides applied and
+    checked as a YAML recipe is."""
+    for item in overrides or []:
+        _apply_override(raw, item)
+    return _validated(raw)
+
+
 def _validated(raw: Any) -> Config:
     cfg = from_dict(Config, raw, prefix="")
     _check_values(cfg)
