@@ -169,10 +169,12 @@ class Model:
                precision: str) -> int:
         """``batch_size``, or the default batch (:mod:`sodkit.engine.batch_memory`); either
         refused where its memory exceeds the budget. The probe runs once per setting."""
-        from .engine.batch_memory import choose_batch
+        from .engine.batch_memory import choose_batch, worth_probing
         from .engine.predictor import probe_memory
 
         key = (self.size, tuple(tta), precision)
+        if key not in self._memory and not worth_probing(self.size, self.device, batch_size):
+            return choose_batch(None, self.size, self.device, batch_size, "batch_size").batch
         if key not in self._memory:
             self._memory[key] = probe_memory(self.network, transform, _Local(self.device),
                                              self.size, tta, precision)

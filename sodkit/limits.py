@@ -85,16 +85,18 @@ def gib(size: float) -> str:
     return f"{size / GIB:.1f} GiB" if size >= GIB else f"{max(size / MIB, 0.1):.3g} MiB"
 
 
-def check_memory(need: int, what: str, lower: str) -> None:
-    """Refuse work that needs ``need`` bytes, more than :func:`memory_budget`, before it starts:
-    one line saying what needs how much (``what``), what is there, and what to lower
-    (``lower``). Nothing is refused where the budget is unknown."""
-    budget, described = memory_budget()
-    if budget is None or need <= budget:
+def check_memory(need: int, what: str, lower: str,
+                 budget: tuple[int | None, str] | None = None) -> None:
+    """Refuse work that needs ``need`` bytes, more than :func:`memory_budget` (or ``budget``:
+    ``(bytes, what they are)``, a GPU's), before it starts: one line saying what needs how
+    much (``what``), what is there, and what to lower (``lower``). Nothing is refused where
+    the budget is unknown."""
+    limit, described = budget or memory_budget()
+    if limit is None or need <= limit:
         return
-    raise UserError(f"{what} needs about {gib(need)}, more than {described}; {lower} (or, "
-                    f"if the memory is there, raise {MAX_MEMORY_MB_VARIABLE}, e.g. "
-                    f"{MAX_MEMORY_MB_VARIABLE}={_suggest(-(-need // MIB))})")
+    setting = "" if budget else (f" (or, if the memory is there, raise {MAX_MEMORY_MB_VARIABLE},"
+                                 f" e.g. {MAX_MEMORY_MB_VARIABLE}={_suggest(-(-need // MIB))})")
+    raise UserError(f"{what} needs about {gib(need)}, more than {described}; {lower}{setting}")
 
 
 def check_pixels(path: str | Path, width: int, height: int) -> None:

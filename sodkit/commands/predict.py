@@ -212,11 +212,12 @@ def _batch(model: Any, transform: Any, runtime: Any, args: argparse.Namespace,
     """``--batch-size``, or the batch chosen from the probe's memory per image plus what each
     image costs at its own size (its probability map; kept for a cut-out: its pixels)."""
     from ..cutout import FOREGROUND_BYTES_PER_PIXEL
-    from ..engine.batch_memory import choose_batch
+    from ..engine.batch_memory import choose_batch, worth_probing
     from ..engine.predictor import probe_memory
 
     size = args.size or transform.size
-    per_image = probe_memory(model, transform, runtime, size, tta)
+    per_image = probe_memory(model, transform, runtime, size, tta) if worth_probing(
+        size, runtime.device, args.batch_size) else None
     pixels = largest[0] * largest[1]
     if per_image is not None:
         per_image += pixels * (4 + (4 if keep else 0))  # float32 map; RGB + alpha

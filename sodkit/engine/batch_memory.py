@@ -13,7 +13,9 @@ CPU, where one image at a time needed 2.9 GB and was barely slower (#33). Now:
   its own resolution (the original kept for a cut-out, the probability map) is added by the
   caller. The probe runs the network twice at its small side, once to warm it up (one-time
   allocations are not per image): at 1024 px, about 3% of a forward pass. On CUDA the probe
-  is one pass at the full side, measured by torch's allocator.
+  is one pass at the full side, measured by torch's allocator, and the budget is the GPU's
+  free memory. Where the probe could not change the outcome (:func:`worth_probing`: a batch
+  at a generous 4 KiB a pixel fits anyway, as at 320 px with 16 GiB free) it is not run.
 * :func:`choose_batch`: at most :data:`MAX_BATCH`; the batch's memory at most half the budget
   (:func:`sodkit.limits.memory_budget`: the memory available, or ``SODKIT_MAX_MEMORY_MB``);
   on the CPU at most :data:`CPU_BATCH_PIXELS` input pixels a batch, beyond which batching
@@ -39,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH = 8  # the default batch's upper bound (the default before it depended on memory)
 CPU_BATCH_PIXELS = 1 << 20  # input pixels per batch on the CPU: 8 images at 362 px, 1 at 1024
+# no network here needs more than about 1.1 KiB of activations per input pixel (BiRefNet Swin-T
+# at 1024 px: 1.1 GiB an image); where a batch fits at 4 KiB a pixel, the probe is not run
+GENEROUS_BYTES_PER_PIXEL = 4096
 MIN_PROBE_SIDE = 128  # the probe's side: the input side halved, not below this (at smaller
 # sides fixed costs would count as per-image ones)
 
@@ -147,22 +152,43 @@ class _PeakInUse(TorchDispatchMode):
         return out
 
 
+def budget_of(device: torch.device) -> tuple[int | None, str, bool]:
+    """``(bytes, what they are, set by the user)`` a batch may use: a GPU's free memory, else
+    :func:`sodkit.limits.memory_budget`."""
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+        return free, f"the {gib(free)} free on {device}", False
+    budget, described = memory_budget()
+    return budget, described, "SODKIT_MAX_MEMORY_MB" in described
+
+
+def worth_probing(size: int, device: torch.device, given: int | None) -> bool:
+    """Whether the probe could change the batch or refuse it: not where the batch (``given``,
+    or :data:`MAX_BATCH`) at :data:`GENEROUS_BYTES_PER_PIXEL` fits half the budget (sides up
+    to about 320 px on a machine with 16 GiB free: the probe's two forward passes are then
+    saved, a third of ``sodkit predict``'s fixed cost at 160 px)."""
+    budget = budget_of(device)[0]
+    return budget is not None and (
+        (given or MAX_BATCH) * size * size * GENEROUS_BYTES_PER_PIXEL > budget // 2)
+
+
 def choose_batch(per_image: int | None, size: int, device: torch.device, given: int | None,
                  what: str = "--batch-size", fixed: int = 0) -> BatchChoice:
     """The batch of a forward pass at ``size``: ``given`` (the user's) if its memory fits the
     budget, else a UserError naming ``what``; None: the default (the module's rules).
-    ``fixed``: bytes needed beside the batch whatever its size (a foreground estimate)."""
-    budget, described = memory_budget()
-    limited = "SODKIT_MAX_MEMORY_MB" in described
+    ``per_image``: bytes one image adds (None: not measured); ``fixed``: bytes needed beside
+    the batch whatever its size (a foreground estimate)."""
+    budget, described, limited = budget_of(device)
+    gpu = (budget, described) if device.type == "cuda" else None
     if given is not None:
         if per_image is not None:
             check_memory(fixed + given * per_image, f"{what} {given} at {size} px",
                          f"lower {what} (1 needs about {gib(fixed + per_image)}) or the input "
-                         f"side")
+                         f"side", gpu)
         return BatchChoice(given, per_image, budget, True, limited)
     if per_image is not None:
         check_memory(fixed + per_image, f"one image at {size} px",
-                     "lower the input side (--size)")
+                     "lower the input side (--size)", gpu)
     batch = MAX_BATCH
     if device.type != "cuda":
         batch = min(batch, max(1, CPU_BATCH_PIXELS // (size * size)))
