@@ -244,3 +244,21 @@ def test_foreground_estimation_is_bounded_before_the_work(checkpoint, tmp_path, 
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "foreground estimation of" in done.stderr and "wide.png (500x400" in done.stderr
     assert "drop --estimate-foreground" in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_cutouts_of_large_photos_take_smaller_batches(checkpoint, tmp_path, run_cli,
+                                                      monkeypatch):
+    """A cut-out keeps each photo at its own size in every batch in flight: the default batch
+    counts them (here 3 batches with --workers 0: 12 MB a 1-megapixel photo) against the
+    budget; a mask alone does not keep them."""
+    photos = tmp_path / "in"
+    photos.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(photos / f"big{i}.png"), np.full((1000, 1000, 3), 60 * i, np.uint8))
+    monkeypatch.setenv("SODKIT_MAX_MEMORY_MB", "40")
+    base = ("predict", "--checkpoint", checkpoint, "--workers", "0", str(photos))
+    masks = run_cli(*base, "--out", str(tmp_path / "masks"))
+    assert masks.returncode == 0 and "batch 8 (" in masks.stderr, masks.stderr
+    cuts = run_cli(*base, "--out", str(tmp_path / "cuts"), "--save", "cutout")
+    assert cuts.returncode == 0 and "batch 1 (about 11." in cuts.stderr, cuts.stderr
+    assert len(list((tmp_path / "cuts").glob("*.png"))) == 3

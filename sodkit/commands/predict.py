@@ -167,7 +167,8 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     """Load, choose the batch, say what will happen, predict (the checks are done)."""
     from ..config import RuntimeCfg
     from ..data import build_test_transform
-    from ..engine.predictor import ImageBatches, predict_files
+    from ..engine.batch_memory import worth_probing
+    from ..engine.predictor import ImageBatches, predict_files, probe_memory
     from ..engine.runtime import Runtime
     from ..network import build_network
     from ..outputs import claim
@@ -181,17 +182,23 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     workers = cap_workers(DEFAULT_WORKERS if args.workers is None else args.workers, len(paths),
                           None if args.workers is None else "--workers")
     keep = any(r is not None and r.needs_image for _, r in outputs)
+    size, tta = args.size or cfg.data.size, cfg.eval.tta if args.tta is None else args.tta
 
-    def batches(size: int) -> ImageBatches:  # decoding starts: the workers read ahead
-        return ImageBatches(paths, transform, runtime, size, workers, keep, args.skip_bad)
+    def batches(batch: int) -> ImageBatches:  # decoding starts: the workers read ahead
+        return ImageBatches(paths, transform, runtime, batch, workers, keep, args.skip_bad)
 
-    images = batches(args.batch_size) if args.batch_size else None  # meanwhile, the build
+    # the batch is known now unless the probe must measure the network: then decoding waits
+    choice = None if worth_probing(size, runtime.device, args.batch_size) else _choice(
+        None, size, runtime, args, outputs, keep, largest, workers)
+    early = args.batch_size or (choice.batch if choice else None)
+    images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
         model = build_network(replace(cfg.model, pretrained=None), initialise=False)
         load_weights(model, state, Path(args.checkpoint), args.weights)  # all of them
         model = model.to(runtime.device)
-        tta = cfg.eval.tta if args.tta is None else args.tta
-        choice = _batch(model, transform, runtime, args, tta, outputs, keep, largest)
+        if choice is None:
+            choice = _choice(probe_memory(model, transform, runtime, size, tta), size, runtime,
+                             args, outputs, keep, largest, workers)
         images = images or batches(choice.batch)
         _opening_line(runtime, cfg, args, len(paths), choice, workers, targets, outputs)
         folder = _claim(targets, args.force, claim) if runtime.is_main else None
@@ -207,23 +214,22 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     return 0
 
 
-def _batch(model: Any, transform: Any, runtime: Any, args: argparse.Namespace,
-           tta: list[str], outputs: list, keep: bool, largest: tuple[int, int]) -> BatchChoice:
-    """``--batch-size``, or the batch chosen from the probe's memory per image plus what each
-    image costs at its own size (its probability map; kept for a cut-out: its pixels)."""
+def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Namespace,
+            outputs: list, keep: bool, largest: tuple[int, int], workers: int) -> BatchChoice:
+    """``--batch-size``, or the batch chosen from the probe's memory per image (None: not
+    probed) and, for a cut-out or an overlay, each photo's original in every batch in flight
+    (decoded ahead by each worker, in the forward pass, waiting to be written: 2 per worker
+    and 3); beside the batch, what the largest photo costs at its own size in the output
+    thread (one at a time): its float32 map, and its foreground estimate."""
     from ..cutout import FOREGROUND_BYTES_PER_PIXEL
-    from ..engine.batch_memory import choose_batch, worth_probing
-    from ..engine.predictor import probe_memory
+    from ..engine.batch_memory import choose_batch
 
-    size = args.size or transform.size
-    per_image = probe_memory(model, transform, runtime, size, tta) if worth_probing(
-        size, runtime.device, args.batch_size) else None
     pixels = largest[0] * largest[1]
-    if per_image is not None:
-        per_image += pixels * (4 + (4 if keep else 0))  # float32 map; RGB + alpha
+    known = pixels * 4 * (2 * workers + 3) if keep else 0  # RGB + alpha, in flight
     foreground = any(r is not None and r.foreground for _, r in outputs)
+    fixed = pixels * (4 + (FOREGROUND_BYTES_PER_PIXEL if foreground else 0))
     return choose_batch(per_image, size, runtime.device, args.batch_size, "--batch-size",
-                        pixels * FOREGROUND_BYTES_PER_PIXEL if foreground else 0)
+                        fixed, known)
 
 
 def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace, count: int,

@@ -173,25 +173,28 @@ def worth_probing(size: int, device: torch.device, given: int | None) -> bool:
 
 
 def choose_batch(per_image: int | None, size: int, device: torch.device, given: int | None,
-                 what: str = "--batch-size", fixed: int = 0) -> BatchChoice:
+                 what: str = "--batch-size", fixed: int = 0, known: int = 0) -> BatchChoice:
     """The batch of a forward pass at ``size``: ``given`` (the user's) if its memory fits the
     budget, else a UserError naming ``what``; None: the default (the module's rules).
-    ``per_image``: bytes one image adds (None: not measured); ``fixed``: bytes needed beside
-    the batch whatever its size (a foreground estimate)."""
+    ``per_image``: bytes one image adds to the forward pass (the probe's; None: not
+    measured); ``known``: bytes each image of a batch costs besides, known without a probe
+    (its original kept for a cut-out, in every batch in flight); ``fixed``: bytes needed
+    beside the batch whatever its size (a foreground estimate)."""
     budget, described, limited = budget_of(device)
     gpu = (budget, described) if device.type == "cuda" else None
+    unit = (per_image or 0) + known
     if given is not None:
-        if per_image is not None:
-            check_memory(fixed + given * per_image, f"{what} {given} at {size} px",
-                         f"lower {what} (1 needs about {gib(fixed + per_image)}) or the input "
+        if unit:
+            check_memory(fixed + given * unit, f"{what} {given} at {size} px",
+                         f"lower {what} (1 needs about {gib(fixed + unit)}) or the input "
                          f"side", gpu)
-        return BatchChoice(given, per_image, budget, True, limited)
-    if per_image is not None:
-        check_memory(fixed + per_image, f"one image at {size} px",
-                     "lower the input side (--size)", gpu)
+        return BatchChoice(given, unit or None, budget, True, limited)
+    if unit:
+        check_memory(fixed + unit, f"one image at {size} px",
+                     "lower the input side (--size), or give smaller photos", gpu)
     batch = MAX_BATCH
     if device.type != "cuda":
         batch = min(batch, max(1, CPU_BATCH_PIXELS // (size * size)))
-    if per_image is not None and budget is not None:
-        batch = min(batch, max(1, (budget // 2 - fixed) // per_image))
-    return BatchChoice(batch, per_image, budget, False, limited)
+    if unit and budget is not None:
+        batch = min(batch, max(1, (budget // 2 - fixed) // unit))
+    return BatchChoice(batch, unit or None, budget, False, limited)
