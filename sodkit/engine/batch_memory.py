@@ -7,10 +7,12 @@ CPU, where one image at a time needed 2.9 GB and was barely slower (#33). Now:
 * :func:`forward_memory` measures what one image's forward pass allocates, with a probe: the
   network run on one random image at a fraction of the input side (:func:`probe_side`: 1024
   px -> 128), the peak of the bytes in use
-  sampled after every operator, scaled by the area. Activations grow with the area, so this
-  holds from 128 px on (BiRefNet Swin-T: 22 MiB at 128 px, 89 at 256, 358 at 512, about 1.4
-  GiB at 1024: benchmarks/RESULTS.md, "Memory of sodkit predict"); what one image costs at
-  its own resolution (the original kept for a cut-out, the probability map) is added by the
+  sampled after every operator, scaled by the area and by :data:`RESIDENT_SLACK` (what the
+  samples miss: temporaries inside an operator, the allocator's rounding). Activations grow
+  with the area (BiRefNet Swin-T, torch's allocator: 22 MiB at 128 px, 89 at 256, 358 at
+  512); measured against the resident memory of real batches at 1024 px (1.5 GiB an image):
+  benchmarks/RESULTS.md, "Memory of sodkit predict". What one image costs at its own
+  resolution (the original kept for a cut-out, the probability map) is added by the
   caller. The probe runs the network twice at its small side, once to warm it up (one-time
   allocations are not per image): at 1024 px, about 3% of a forward pass. On CUDA the probe
   is one pass at the full side, measured by torch's allocator, and the budget is the GPU's
@@ -44,6 +46,10 @@ CPU_BATCH_PIXELS = 1 << 20  # input pixels per batch on the CPU: 8 images at 362
 # no network here needs more than about 1.1 KiB of activations per input pixel (BiRefNet Swin-T
 # at 1024 px: 1.1 GiB an image); where a batch fits at 4 KiB a pixel, the probe is not run
 GENEROUS_BYTES_PER_PIXEL = 4096
+# what a batch image adds to the resident memory, per byte the probe counts (intra-operator
+# temporaries between two samples, the allocator's rounding): BiRefNet Swin-T at 1024 px, 1.1
+# GiB probed, 1.5 GiB measured from batch 1 to 2 to 4 (benchmarks/RESULTS.md)
+RESIDENT_SLACK = 1.4
 MIN_PROBE_SIDE = 128  # the probe's side: the input side halved, not below this (at smaller
 # sides fixed costs would count as per-image ones)
 
@@ -93,7 +99,7 @@ def forward_memory(run: Callable[[torch.Tensor], object], size: int, device: tor
     run(probe)  # warm-up: one-time allocations (kernels, pools) are not per image
     with _PeakInUse(counter) as peak:
         run(probe)
-    return math.ceil(peak.added * (size / side) ** 2)
+    return math.ceil(peak.added * (size / side) ** 2 * RESIDENT_SLACK)
 
 
 def _cuda_memory(run: Callable[[torch.Tensor], object], size: int, device: torch.device) -> int:
