@@ -220,7 +220,20 @@ def _oriented(array: np.ndarray, orientation: int) -> np.ndarray:
 
 def read_image(path: str | Path, encoded: bytes | None = None) -> np.ndarray:
     """Any image file -> uint8 RGB array (H, W, 3); grey is replicated, alpha is dropped."""
+    return _rgb(to_uint8(_decoded(path, encoded)[0]))
+
+
+def read_image_alpha(path: str | Path, encoded: bytes | None = None
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`read_image` and the image's own alpha channel (uint8 (H, W), 16 bits as their
+    high byte), None for an image without one: what a cut-out of it keeps transparent."""
     array = to_uint8(_decoded(path, encoded)[0])
+    alpha = array[:, :, 3].copy() if array.ndim == 3 and array.shape[2] == 4 else None
+    return _rgb(array), alpha
+
+
+def _rgb(array: np.ndarray) -> np.ndarray:
+    """Decoded uint8 pixels (grey, BGR or BGRA) as RGB."""
     if array.ndim == 2:
         return cv2.cvtColor(array, cv2.COLOR_GRAY2RGB)
     if array.shape[2] == 4:
@@ -289,7 +302,7 @@ def read_image_at(path: str | Path, shape: tuple[int, ...]) -> np.ndarray:
     return image
 
 
-def read_mask(path: str | Path) -> np.ndarray:
+def read_mask(path: str | Path, encoded: bytes | None = None) -> np.ndarray:
     """Any mask file -> uint8 grey (H, W), object bright, soft values kept (binarise ``> 128``).
 
     Grey, colour masks whose channels agree and 16-bit masks read exactly as
@@ -297,11 +310,14 @@ def read_mask(path: str | Path) -> np.ndarray:
     reader; :mod:`sodkit.grey`); an alpha channel is ignored. Other encodings (0/1 label maps,
     16-bit masks holding 0..255, a colour on black, palette label maps) are converted, or
     refused, by :func:`sodkit.mask_encoding.decode_mask`, the one place that decides for every
-    reader (training, evaluation, ``sodkit eval``, check-data).
+    reader (training, evaluation, ``sodkit eval``, check-data). ``encoded``: the file's bytes
+    where the caller holds them (the Python API's ``mask=`` bytes; ``path`` names them).
     """
-    raw, encoded, orientation = _decoded(path)
-    return decode_mask(raw, raw.ndim == 3 and _stores_palette(path), path,
-                       grey=lambda: _opencv_grey(raw, encoded, orientation))
+    given = encoded
+    raw, encoded, orientation = _decoded(path, encoded)
+    palette = raw.ndim == 3 and (_stores_palette(path) if given is None
+                                 else _holds_palette(encoded[:26]))
+    return decode_mask(raw, palette, path, grey=lambda: _opencv_grey(raw, encoded, orientation))
 
 
 def _opencv_grey(raw: np.ndarray, encoded: bytes, orientation: int) -> np.ndarray:
@@ -325,6 +341,10 @@ def _stores_palette(path: str | Path) -> bool:
             head = handle.read(26)
     except OSError:
         return False
+    return _holds_palette(head)
+
+
+def _holds_palette(head: bytes) -> bool:
     return head.startswith(b"GIF8") or (head.startswith(_PNG_SIGNATURE) and head[25:26] == b"\x03")
 
 
