@@ -8,9 +8,11 @@ pixels. Every function takes the probability map at the image's own size (float3
 * ``soft``: 16-bit, ``round(p x 65535)``: the same probability with 257 times finer steps, for
   matting and compositing tools that read 16-bit alpha (``sodkit eval`` reads 8-bit masks).
 * ``binary``: 0 or 255, foreground where ``p >= threshold``.
-* ``cutout``: RGBA, the image with the mask (as in ``mask``) as alpha; on a solid background
-  colour instead, RGB. With foreground estimation (``pymatting``, the ``cutout`` extra) the
-  colours of soft edges are the object's own, without the halo of the old background.
+* ``cutout``: RGBA, the image with the mask (as in ``mask``) as alpha (times the image's own
+  alpha, where it has one); on a background instead, RGB: a colour, ``blur`` (the photo itself,
+  blurred) or another image (scaled to cover the photo, centred). With foreground estimation
+  (``pymatting``, the ``cutout`` extra) the colours of soft edges are the object's own, without
+  the halo of the old background.
 * ``overlay``: the image with the object tinted, for looking.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import numbers
 import re
 import sys
 from collections.abc import Callable
@@ -28,29 +31,92 @@ import cv2
 import numpy as np
 
 from .errors import UserError
+from .limits import check_memory
 
 MODES = ("mask", "soft", "binary", "cutout", "overlay")
+NOUNS = {"mask": "mask", "soft": "soft mask", "binary": "binary mask", "cutout": "cut-out",
+         "overlay": "overlay"}  # what a file of each mode is called in messages
 COLORS = {"white": (255, 255, 255), "black": (0, 0, 0), "grey": (128, 128, 128),
           "gray": (128, 128, 128), "red": (255, 0, 0), "green": (0, 255, 0),
           "blue": (0, 0, 255)}
 OVERLAY_ALPHA = 0.5  # how much of the tint covers a pixel of probability 1
-_HEX = re.compile(r"^#?([0-9a-fA-F]{6}|[0-9a-fA-F]{3})$")
+_HEX = re.compile(r"#?([0-9a-f]{6}|[0-9a-f]{3})", re.ASCII)
+_LEVEL = re.compile(r"\s*([0-9]{1,3})\s*", re.ASCII)  # ASCII digits only: not '²' nor '٣'
+BLUR = "blur"  # a background: the photo itself, blurred
+BLUR_SIDE = 256  # the blur runs on the photo scaled to this longer side (any size costs alike)
+BLUR_SIGMA = 0.02  # its Gaussian's sigma, as a share of the longer side
+Color = tuple[int, int, int]
+# what a cut-out is composited onto: None (transparency), a colour, BLUR, or an image (uint8 RGB)
+Background = Color | str | np.ndarray | None
+# the peak memory of pymatting's multi-level estimate of one image, per pixel (float32 copies
+# of the image and alpha, the foreground and background at two levels, the result): 76 bytes
+# measured at 1 and 4 megapixels, 71 at 16 (96-98 when it was given float64);
+# benchmarks/RESULTS.md, "Memory of sodkit predict"
+FOREGROUND_BYTES_PER_PIXEL = 80
 
 
-def parse_color(text: str) -> tuple[int, int, int]:
-    """``white``, ``#RRGGBB``, ``#RGB`` or ``R,G,B`` (0-255 each) as an RGB triple."""
-    value = text.strip().lower()
+def _color_problem(what: str, value: object) -> UserError:
+    return UserError(f"{what} {value!r}: give a colour name ({', '.join(COLORS)}), #RRGGBB, "
+                     f"#RGB or R,G,B with each of R, G, B a whole number from 0 to 255")
+
+
+def parse_color(text: str, what: str = "colour") -> Color:
+    """``white``, ``#RRGGBB``, ``#RGB`` or ``R,G,B`` (0-255 each) as an RGB triple; anything
+    else (``256,0,0``, ``1,2``, ``²,1,1``) is a UserError naming ``what``."""
+    value = str(text).strip().lower()
     if value in COLORS:
         return COLORS[value]
-    match = _HEX.match(value)
+    match = _HEX.fullmatch(value)
     if match:
         digits = match.group(1)
         digits = "".join(c * 2 for c in digits) if len(digits) == 3 else digits
         return tuple(int(digits[i : i + 2], 16) for i in (0, 2, 4))  # type: ignore[return-value]
-    parts = value.split(",")
-    if len(parts) == 3 and all(p.strip().isdigit() and int(p) <= 255 for p in parts):
-        return tuple(int(p) for p in parts)  # type: ignore[return-value]
-    raise UserError(f"colour {text!r}: give a name ({', '.join(COLORS)}), #RRGGBB or R,G,B")
+    levels = [_LEVEL.fullmatch(part) for part in value.split(",")]
+    if len(levels) == 3 and all(m and int(m.group(1)) <= 255 for m in levels):
+        return tuple(int(m.group(1)) for m in levels)  # type: ignore[return-value,union-attr]
+    raise _color_problem(what, text)
+
+
+def color_of(value: object, what: str = "colour") -> Color:
+    """A colour given as text (:func:`parse_color`) or as three whole numbers in 0-255 (a tuple,
+    a list, a 1-D array): the one check the API and the command line share."""
+    if isinstance(value, str):
+        return parse_color(value, what)
+    items = list(value) if isinstance(value, (tuple, list, np.ndarray)) else None
+    if items is None or len(items) != 3 or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+            and 0 <= v <= 255 for v in items):
+        raise _color_problem(what, value)
+    return tuple(int(v) for v in items)  # type: ignore[return-value]
+
+
+def background_of(value: object, what: str = "--background") -> Background:
+    """What ``--background`` / ``cutout(background=...)`` names: None (transparency), a colour
+    (:func:`color_of`), ``blur``, or an image file (read as ``sodkit predict`` reads images,
+    within the same limits); an image already in memory is the API's to convert
+    (:mod:`sodkit.image_input`)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() == BLUR:
+        return BLUR
+    if isinstance(value, str):
+        try:
+            return parse_color(value, what)
+        except UserError:
+            if not Path(value).is_file() and Path(value).suffix.lower() not in _IMAGE_SUFFIXES:
+                raise UserError(f"{what} {value!r}: not a colour (a name: {', '.join(COLORS)}; "
+                                f"#RRGGBB; R,G,B in 0-255), not {BLUR!r}, and no image file of "
+                                f"that name") from None
+    if isinstance(value, (str, Path)):
+        from .imageio import read_image
+
+        if not Path(value).is_file():
+            raise UserError(f"{what}: image file {value} not found")
+        return read_image(value)
+    return color_of(value, what)
+
+
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
 
 
 def check_foreground_estimation() -> None:
@@ -97,23 +163,83 @@ def to_uint8(prob: np.ndarray) -> np.ndarray:
     return np.clip(np.round(prob.astype(np.float32) * np.float32(255.0)), 0, 255).astype(np.uint8)
 
 
+def check_foreground_memory(height: int, width: int, source: object = "the image") -> None:
+    """Refuse foreground estimation of an image whose pixels times
+    :data:`FOREGROUND_BYTES_PER_PIXEL` exceed the memory budget (:func:`sodkit.limits.
+    check_memory`), before it starts: 36 megapixels need about 2.7 GiB."""
+    check_memory(height * width * FOREGROUND_BYTES_PER_PIXEL,
+                 f"foreground estimation of {source} ({width}x{height}, "
+                 f"{height * width / 1e6:.0f} megapixels, {FOREGROUND_BYTES_PER_PIXEL} bytes a "
+                 f"pixel)", "drop --estimate-foreground (estimate_foreground=False), or give a "
+                 "smaller image")
+
+
 def estimate_foreground(image: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """The object's own colours where alpha is soft (pymatting's multi-level estimate)."""
+    """The object's own colours where alpha is soft (pymatting's multi-level estimate). It
+    computes in float32: given float32 rather than float64, the peak is 76 bytes a pixel
+    instead of 96-98. Refused before it starts where the image's pixels need more memory than
+    the budget (:func:`check_foreground_memory`)."""
     check_foreground_estimation()
-    fg = foreground_estimator()(image.astype(np.float64) / 255.0, alpha.astype(np.float64))
-    return np.clip(np.round(fg * 255.0), 0, 255).astype(np.uint8)
+    check_foreground_memory(*alpha.shape[:2])
+    scaled = image.astype(np.float32)
+    scaled *= np.float32(1 / 255)
+    fg = foreground_estimator()(scaled, alpha.astype(np.float32, copy=False))
+    del scaled
+    fg *= np.float32(255)
+    return np.clip(np.round(fg, out=fg), 0, 255, out=fg).astype(np.uint8)
 
 
-def cutout(image: np.ndarray, prob: np.ndarray, background: tuple[int, int, int] | None = None,
-           foreground: bool = False) -> np.ndarray:
-    """RGBA (H, W, 4) with the mask as alpha, or RGB on ``background``; ``foreground``:
-    estimate the object's colours on soft edges first."""
-    alpha = to_uint8(prob)
-    rgb = estimate_foreground(image, alpha / 255.0) if foreground else image
+def blurred(image: np.ndarray) -> np.ndarray:
+    """The photo as a ``blur`` background: a Gaussian of :data:`BLUR_SIGMA` of its longer side,
+    computed at :data:`BLUR_SIDE` pixels and scaled back (the same look at any size, bounded
+    cost)."""
+    height, width = image.shape[:2]
+    scale = min(1.0, BLUR_SIDE / max(height, width))
+    small = cv2.resize(image, (max(1, round(width * scale)), max(1, round(height * scale))),
+                       interpolation=cv2.INTER_AREA)
+    small = cv2.GaussianBlur(small, (0, 0), BLUR_SIGMA * max(small.shape[:2]),
+                             borderType=cv2.BORDER_REFLECT)
+    return cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
+
+
+def fitted(background: np.ndarray, height: int, width: int) -> np.ndarray:
+    """An image background scaled to cover ``height`` x ``width`` (its aspect kept) and
+    cropped to it around its centre."""
+    bh, bw = background.shape[:2]
+    scale = max(height / bh, width / bw)
+    size = (max(width, round(bw * scale)), max(height, round(bh * scale)))
+    resized = cv2.resize(background, size, interpolation=cv2.INTER_AREA if scale < 1
+                         else cv2.INTER_LINEAR)
+    top, left = (size[1] - height) // 2, (size[0] - width) // 2
+    return resized[top : top + height, left : left + width]
+
+
+def backdrop(background: Background, image: np.ndarray) -> np.ndarray | Color:
+    """The colour or the (H, W, 3) image that ``image``'s cut-out is composited onto."""
+    if isinstance(background, str):  # BLUR: the only text left once parsed
+        return blurred(image)
+    if isinstance(background, np.ndarray):
+        return fitted(background, *image.shape[:2])
+    return background  # type: ignore[return-value]
+
+
+def cutout(image: np.ndarray, prob: np.ndarray, background: Background = None,
+           foreground: bool = False, alpha: np.ndarray | None = None) -> np.ndarray:
+    """RGBA (H, W, 4) with the mask as alpha, or RGB on ``background`` (:data:`Background`);
+    ``foreground``: estimate the object's colours on soft edges first; ``alpha``: the image's
+    own alpha (uint8), which the mask's multiplies (what was transparent stays so)."""
+    if background is not None and not isinstance(background, np.ndarray) and (
+            background != BLUR):
+        background = background_of(background, "background")  # checked here too
+    mask = to_uint8(prob)
+    rgb = estimate_foreground(image, mask / np.float32(255)) if foreground else image
+    if alpha is not None:
+        mask = ((mask.astype(np.uint16) * alpha + 127) // 255).astype(np.uint8)
     if background is None:
-        return np.dstack([rgb, alpha])
-    a = (alpha.astype(np.float32) / 255.0)[..., None]
-    mixed = rgb.astype(np.float32) * a + np.asarray(background, np.float32) * (1.0 - a)
+        return np.dstack([rgb, mask])
+    a = (mask.astype(np.float32) / 255.0)[..., None]
+    under = np.asarray(backdrop(background, image), np.float32)
+    mixed = rgb.astype(np.float32) * a + under * (1.0 - a)
     return np.clip(np.round(mixed), 0, 255).astype(np.uint8)
 
 
@@ -136,14 +262,14 @@ def encode_png(array: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Rendering:
-    """How ``sodkit predict --save`` turns each probability map into its PNG."""
+    """How ``sodkit predict --save`` turns each probability map into its PNG (one mode)."""
 
     mode: str = "mask"
     threshold: float = 0.5
-    background: tuple[int, int, int] | None = None
-    tint: tuple[int, int, int] = (255, 0, 0)
+    background: Background = None
+    tint: Color = (255, 0, 0)
     foreground: bool = False
 
     def __post_init__(self) -> None:
@@ -158,8 +284,10 @@ class Rendering:
     def needs_image(self) -> bool:
         return self.mode in ("cutout", "overlay")
 
-    def array(self, prob: np.ndarray, image: np.ndarray | None = None) -> np.ndarray:
-        """The output image for one probability map (and its image, for cutout and overlay)."""
+    def array(self, prob: np.ndarray, image: np.ndarray | None = None,
+              alpha: np.ndarray | None = None) -> np.ndarray:
+        """The output image for one probability map (and its image, for cutout and overlay;
+        ``alpha``: the image's own, which a cut-out keeps)."""
         if self.mode == "mask":
             return to_uint8(prob)
         if self.mode == "soft":
@@ -170,8 +298,9 @@ class Rendering:
         if image is None or image.shape[:2] != prob.shape:
             raise ValueError(f"--save {self.mode} needs the image at the map's size")
         if self.mode == "cutout":
-            return cutout(image, prob, self.background, self.foreground)
+            return cutout(image, prob, self.background, self.foreground, alpha)
         return overlay(image, prob, self.tint)
 
-    def png(self, prob: np.ndarray, image: np.ndarray | None = None) -> bytes:
-        return encode_png(self.array(prob, image))
+    def png(self, prob: np.ndarray, image: np.ndarray | None = None,
+            alpha: np.ndarray | None = None) -> bytes:
+        return encode_png(self.array(prob, image, alpha))

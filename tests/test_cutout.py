@@ -85,7 +85,8 @@ def test_cutout_is_rgba_at_the_image_size_and_overlay_tints(saved):
 def test_save_options_are_checked_before_any_work(saved, capsys):
     checkpoint, folder, images = saved
     base = ["predict", "--checkpoint", str(checkpoint), "--workers", "0", str(images[0])]
-    for options, message in ((["--save", "cutout", "--background", "pink"], "colour 'pink'"),
+    for options, message in ((["--save", "cutout", "--background", "pink"],
+                              "--background 'pink': not a colour"),
                              (["--background", "white"], "apply to --save cutout"),
                              (["--save", "binary", "--threshold", "1.5"],
                               "argument --threshold: must be in [0, 1], got 1.5")):

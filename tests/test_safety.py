@@ -18,7 +18,8 @@ import torch
 
 from sodkit.cli import main
 from sodkit.errors import UserError
-from sodkit.paths import MARKER, check_name, inside, name_problem
+from sodkit.outputs import MARKER
+from sodkit.paths import check_name, inside, name_problem
 from sodkit.torchfile import load_checkpoint, numpy_state, plain_numpy_state
 from tests.sod_fixtures import tiny_overrides
 
@@ -152,9 +153,16 @@ def test_predict_into_its_own_input_folder_is_refused(trained, tmp_path, run_cli
     assert snapshot(pin) == before
     parent = run_cli("predict", "--checkpoint", ckpt, "--out", ".", "pin/0.png", cwd=tmp_path)
     assert parent.returncode == 2 and snapshot(pin) == before
-    (tmp_path / "file.png").write_bytes(b"x")
-    as_file = run_cli("predict", "--checkpoint", ckpt, "--out", "file.png", "pin", cwd=tmp_path)
+    (tmp_path / "file.txt").write_bytes(b"x")
+    as_file = run_cli("predict", "--checkpoint", ckpt, "--out", "file.txt", "pin", cwd=tmp_path)
     assert as_file.returncode == 2 and "is a file" in as_file.stderr
+    (tmp_path / "file.png").write_bytes(b"x")  # an image name: the output file of one image
+    as_file = run_cli("predict", "--checkpoint", ckpt, "--out", "file.png", "pin", cwd=tmp_path)
+    assert as_file.returncode == 2 and "names one file, but 3 images" in as_file.stderr
+    mine = run_cli("predict", "--checkpoint", ckpt, "--out", "file.png", "pin/0.png",
+                   cwd=tmp_path)
+    assert mine.returncode == 2 and "was not written by sodkit" in mine.stderr
+    assert (tmp_path / "file.png").read_bytes() == b"x"
 
 
 def test_predict_never_replaces_a_file_without_force(trained, tmp_path):

@@ -103,6 +103,21 @@ def test_a_model_file_naming_another_file_opens_nothing(tmp_path, images, run_cl
     assert loaded.config.data.train == [] and loaded.config.output_root == "output"
 
 
+def test_a_model_file_as_a_fine_tuning_recipe_takes_no_file_it_names(tmp_path, run_cli):
+    """`sodkit train MODEL.safetensors` runs the file's own recipe (sodkit/finetune.py): it
+    reads the stored config through the same function, so the file names nothing it opens."""
+    (tmp_path / "elsewhere").mkdir()
+    private = private_checkpoint(tmp_path / "elsewhere" / "private.pt")
+    model = model_file(tmp_path / "m.safetensors", hostile_config(private))
+    done = run_cli("info", str(model), "--json")  # the config `sodkit train FILE` would run
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    config = json.loads(done.stdout)["config"]
+    assert config["model"]["backbone_kwargs"] == {"drop_path_rate": 0.0}
+    assert config["model"]["init_from"] == str(model.absolute())
+    assert config["model"]["pretrained"] is None and config["output_root"] != "/etc"
+
+
 def test_a_missing_file_named_by_the_stored_config_is_not_asked_for(tmp_path, images, run_cli):
     """The file need not exist: before, timm looked for it and the command failed."""
     config = tiny_state()["config"]

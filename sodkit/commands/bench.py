@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..argtypes import int_in, user_path
 from ..text import plural
-from ._common import add_config_arguments, int_in, user_path
+from ._common import add_config_arguments
 
 if TYPE_CHECKING:
     from ..config import Config

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import user_path
+from ..argtypes import user_path
 
 if TYPE_CHECKING:
     from ..outputs import OutputFolder

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from ._common import add_config_arguments, check_model_files, load_cli_config, run_dir_of
 
 if TYPE_CHECKING:
-    from ..config import Config
     from ..engine.preemption import StopRequest
 
 HELP = "train a network from a YAML recipe, then evaluate it on the recipe's test sets"
@@ -56,7 +55,7 @@ def _train(args: argparse.Namespace, stop: StopRequest) -> int:
     from ..engine.logging import close_log_file, setup_logging
     from ..engine.runtime import Runtime
     from ..engine.trainer import Trainer
-    from ..paths import claim_folder, remove_run_folder
+    from ..outputs import claim, remove_run_folder
 
     stop.before_training()
     runtime = Runtime(cfg.runtime)
@@ -77,31 +76,17 @@ def _train(args: argparse.Namespace, stop: StopRequest) -> int:
         if runtime.is_main:
             if args.overwrite:
                 remove_run_folder(run_dir, Path(cfg.output_root))
-            claim_folder(run_dir, "train")
+            claim(run_dir, "train", what="run folder")
             _check_outputs(run_dir, trainer.pending_outputs())
         runtime.barrier()
         setup_logging(run_dir / "train.log", runtime.is_main)
         if state is not None:
             logger.info("resumed from %s at %s", resume, trainer.position())
-            _log_init_on_resume(cfg, trainer.init)
         trainer.fit(stop)
     finally:
         close_log_file(run_dir / "train.log")  # a later run in this process logs elsewhere
         runtime.close()
     return 0
-
-
-def _log_init_on_resume(cfg: Config, init: dict | None) -> None:
-    """What the run's start loaded, in the past tense: a resumed run continues from its own
-    state and reads model.init_from no more."""
-    from ..engine.init_from import describe
-
-    if init:
-        logger.info("the run started from model.init_from: %s; it continues from its own state "
-                    "(model.init_from is not read again)", describe(init, past=True))
-    elif cfg.model.init_from:
-        logger.info("model.init_from (%s) is not read: a resumed run continues from its own "
-                    "state, and this run did not start from it", cfg.model.init_from)
 
 
 def _check_outputs(run_dir: Path, paths: list[Path]) -> None:
@@ -118,7 +103,7 @@ def _check_run_folder(run_dir: Path, output_root: Path, overwrite: bool,
                       resume: str | None) -> None:
     """Before any work: never train over another run, and never into a folder not sodkit's."""
     from ..errors import UserError
-    from ..paths import MARKER, check_removable, is_owned
+    from ..outputs import MARKER, check_removable, is_owned
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite exclude each other")

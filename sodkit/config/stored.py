@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .loader import ConfigError
+from ..errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

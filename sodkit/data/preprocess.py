@@ -32,8 +32,8 @@ import cv2
 import numpy as np
 import torch
 
-from ..config.loader import ConfigError
 from ..config.schema import DataCfg, Preprocess
+from ..errors import ConfigError
 
 PREPROCESSING: tuple[str, ...] = typing.get_args(Preprocess)  # checked by the config loader too
 

@@ -56,19 +56,20 @@ the UHRSD and DAVIS-S presets at it, ``{preset: uhrsd-tr, root: HRSOD, name: UHR
 authors' code reads them; DAVIS-S has no release layout of its own (it comes with HRSOD's
 authors' results), so its usual repacks are listed.
 
-The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default ``~/.cache/sodkit``), read when a
+The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default: the platform's user cache
+folder, ``~/.cache/sodkit`` on Linux: :mod:`sodkit.cache`), read when a
 config is resolved so that the environment variable can be set late (tests do).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir
 from ..registry import Registry
 from . import synthetic
 
@@ -104,11 +105,6 @@ def _add(key: str, preset: Preset) -> None:
 def get_preset(key: str) -> Preset:
     """The preset registered as ``key``; a KeyError that suggests the closest name otherwise."""
     return PRESETS.get(key)
-
-
-def cache_dir() -> Path:
-    """sodkit's cache folder: ``$SODKIT_CACHE`` or ``~/.cache/sodkit``."""
-    return Path(os.environ.get("SODKIT_CACHE") or "~/.cache/sodkit").expanduser()
 
 
 def demo_root() -> str:

@@ -212,3 +212,55 @@ def format_metrics(values: dict[str, Any]) -> str:
     return " ".join(
         f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items()
     )
+
+
+def format_rate(per_second: float, unit: str) -> str:
+    """``12.5 images/s``, or ``21.3 s/image`` below one a second (never ``0.0 images/s``)."""
+    if per_second >= 1 or per_second <= 0:
+        return f"{per_second:.1f} {unit}s/s"
+    return f"{1 / per_second:.1f} s/{unit}"
+
+
+class CountProgress:
+    """Progress through a known number of items (``sodkit predict``'s images), on rank 0: a
+    tqdm bar with rate and ETA on a terminal (as :class:`Progress`); otherwise, for logs and
+    pipes, a log line after the first step (the first rate and ETA come early, when an image
+    takes a minute), then one every ``every_s`` seconds, and one at the end."""
+
+    def __init__(self, total: int, unit: str, enabled: bool = True, every_s: float = 5.0,
+                 log: logging.Logger | None = None) -> None:
+        self.total, self.unit, self.every_s = total, unit, every_s
+        self.log = log or logging.getLogger(__name__)
+        self.enabled, self.done, self.lines = enabled and total > 0, 0, 0
+        self.start = self.last = time.perf_counter()
+        self.bar = None
+        if self.enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit=unit, dynamic_ncols=True, leave=False)
+
+    def update(self, count: int) -> None:
+        if not self.enabled or count <= 0:
+            return
+        self.done += count
+        if self.bar is not None:
+            self.bar.update(count)
+            return
+        now = time.perf_counter()
+        if self.lines == 0 or now - self.last >= self.every_s or self.done >= self.total:
+            self.last = now
+            self._line(now)
+
+    def _line(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if self.done < self.total else 0.0
+        eta = f", ETA {format_seconds(left)}" if left else ""
+        self.lines += 1
+        self.log.info("%d/%d %ss, %s, %s elapsed%s", self.done, self.total, self.unit,
+                      format_rate(rate, self.unit), format_seconds(elapsed), eta)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

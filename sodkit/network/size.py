@@ -24,9 +24,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
-from ..errors import UserError
+from ..errors import ConfigError, UserError
 
 logger = logging.getLogger(__name__)
 

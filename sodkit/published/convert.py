@@ -158,11 +158,14 @@ def release_config(release: Release, recipe: str | Path | None = None) -> dict[s
 
 
 def import_weights(release: Release, source: str | Path, out: str | Path,
-                   recipe: str | Path | None = None, target: OutputFolder | None = None
+                   recipe: str | Path | None = None, data: dict[str, Any] | None = None,
+                   about: dict[str, Any] | None = None, target: OutputFolder | None = None
                    ) -> dict[str, Any]:
     """Convert ``source`` into the model file ``out``; returns the provenance written.
-    ``target``: the output folder the command checked ``out`` in (its rules apply, and the
-    file is recorded there); without one, ``out`` is written as it is."""
+    ``data``: ``data.*`` keys of the recipe to replace (a release's inference profile, e.g. its
+    input side); ``about``: more provenance (the catalogue's name and URL); ``target``: the
+    output folder the command checked ``out`` in (its rules apply, and the file is recorded
+    there); without one, ``out`` is written as it is."""
     from ..config.loader import stored_config
     from ..model_file import file_sha256, model_file_bytes, write_model_file
     from ..network import build_network
@@ -170,6 +173,7 @@ def import_weights(release: Release, source: str | Path, out: str | Path,
 
     source = Path(source).expanduser()
     config = release_config(release, recipe)  # a missing recipe fails before the big read
+    config["data"].update(data or {})
     logger.info("import-weights: %s (%s) -> %s: reading it, checking every tensor against the "
                 "release, writing the model file", source, release.name, out)
     with Progress(4, "import-weights", unit="stage") as progress:
@@ -188,7 +192,8 @@ def import_weights(release: Release, source: str | Path, out: str | Path,
                         if not k.endswith("num_batches_tracked")})
         provenance = {"source": source.name, "sha256": file_sha256(source),
                       "format": release.name, "weights": "released",
-                      "released_as": release.title, "half_to_float32": halves, "fresh": fresh}
+                      "released_as": release.title, "half_to_float32": halves, "fresh": fresh,
+                      **(about or {})}
         progress.update(postfix="sha256 of the source")
         if target is not None:
             target.write_bytes(Path(out), model_file_bytes(renamed, config, provenance))
