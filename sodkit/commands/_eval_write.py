@@ -32,6 +32,23 @@ def output_paths(out: Path, jobs: Sequence[Job]) -> list[Path]:
     return paths + [job.out_dir / name for job in jobs for name in JOB_FILES]
 
 
+def check_collisions(args: argparse.Namespace, jobs: Sequence[Job], folders: list[Path]) -> None:
+    """Before any work: no two of eval's outputs (``--out``'s files and folders, ``--latex``,
+    ``--xlsx``) are one path, and none is an input (:mod:`sodkit.collisions`)."""
+    from ..collisions import Inputs, Output, check_outputs
+
+    out = Path(args.out)
+    files = [path.relative_to(out).as_posix() for path in output_paths(out, jobs)]
+    subs = sorted({job.out_dir.relative_to(out).as_posix() for job in jobs} - {"."})
+    outputs = [Output("--out", out, files, subs)]
+    outputs += [Output(f"--{flag}", Path(getattr(args, flag))) for flag in ("latex", "xlsx")
+                if getattr(args, flag)]
+    read = [Path(m) for m in ([args.methods] if isinstance(args.methods, str)
+                              else args.methods or [])]
+    read += [Path(spec.partition("=")[2] or spec) for spec in args.stem_list]
+    check_outputs(outputs, Inputs(folders, read))
+
+
 class DeferredFolder:
     """The output folder, checked before any work and created at its first write: a bad input
     found while measuring (a crafted GT, say) leaves no folder behind."""

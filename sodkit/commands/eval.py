@@ -166,8 +166,8 @@ def _gt_folders(args: argparse.Namespace) -> list[Path]:
 
 
 def input_folders(args: argparse.Namespace, methods: list[Method]) -> list[Path]:
-    """Every folder eval reads: GT folders and each method's prediction folders."""
-    folders = _gt_folders(args)
+    """Every folder eval reads: GT, image and each method's prediction folders."""
+    folders = _gt_folders(args) + [_split(spec, "images")[1] for spec in args.images]
     for method in methods:
         folders += [method.naming.folder, *(n.folder for n in method.datasets.values())]
     return folders
@@ -399,9 +399,10 @@ def run(args: argparse.Namespace) -> int:
                           explicit=args.workers is not None)  # first: it boots
     from ..report.publish import check_table_outputs
     from ._eval_group import EvalGroup
-    from ._eval_write import claim_output, write_summary
+    from ._eval_write import check_collisions, claim_output, write_summary
 
     jobs, inputs = plan(args)  # every rank alike: the same refusals end every rank
+    check_collisions(args, jobs, inputs)  # two outputs at one path, an output over an input
     check_table_outputs(args, inputs, "eval")
     group = EvalGroup()
     images = sum(len(group.shard(len(job.gts))) for job in jobs)  # this rank's
