@@ -122,4 +122,3 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
 
         marks = latex_marks({job.name: job.ci_result for job in jobs})
     write_tables(comparison, args, "eval", marks)
-    logger.info("results written to %s", args.out)

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
-from ..text import plural
 from ._common import int_in, user_path
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
     from ._eval_ci import CiOptions
     from ._eval_group import EvalGroup
+    from ._eval_log import Clock
     from ._eval_methods import Method
     from ._eval_pool import MeasurePool
     from ._eval_write import DeferredFolder
@@ -179,7 +179,7 @@ def _families(args: argparse.Namespace) -> tuple[str, ...]:
     from ..metrics.families import FAMILIES, family_keys, resolve
 
     try:
-        families = resolve(args.compute)
+        families = resolve(args.compute, images=bool(args.images))  # all: CCM with images
     except ValueError as exc:
         raise UserError(f"--compute: {exc}") from None
     asked = [m.strip() for m in args.metrics.split(",")]
@@ -196,7 +196,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     also every input folder (for the checks of what may be written)."""
     from ..imageio import list_images
     from ..paths import check_not_input, inside
-    from ._eval_ci import check_same_images, options
+    from ._eval_ci import check_resampled, options
     from ._eval_groups import check_group_options, group_matcher, list_groups
     from ._eval_images import assign_images
     from ._eval_select import keep_listed, pair_method, select, stem_lists
@@ -234,7 +234,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
         for method in methods:
             pair_method(job, method, name, args.allow_missing, _listed, match)
         if ci is not None:
-            check_same_images(label, job.preds, len(job.gts))
+            check_resampled(job, ci)
         if job.preds:
             jobs.append(job)
         else:
@@ -273,16 +273,15 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
 
     With a ``pool`` its worker processes measure the images; otherwise this process does, with
     ``workers`` threads reading ahead."""
-    from tqdm import tqdm
-
     from ..imageio import read_image_at
     from ..metrics import SODMetrics
+    from ..progress import Progress
     from ..resources import available_cores
+    from ._eval_log import finish, new_metrics
 
     stems = sorted(job.gts)
     shard = range(len(stems)) if shard is None else shard
-    bar = tqdm(total=len(shard), desc=job.name, unit="img", disable=None if progress else True)
-    with bar:
+    with Progress(len(shard), job.name, enabled=progress) as bar:
         if pool is not None:
             pairs = [(i, str(job.gts[stems[i]]), [_text(files.get(stems[i]))
                                                   for files in job.preds.values()])
@@ -292,8 +291,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
             return {method: SODMetrics.from_states([states[k] for states in tasks])
                     for k, method in enumerate(job.preds)}
         threads = min(2, available_cores())  # weighted F-measure threads, as SODMetrics' default
-        metrics = {method: SODMetrics(threads=threads, families=job.families)
-                   for method in job.preds}
+        metrics = new_metrics(job, threads)
         pairs = _prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
         for index, (gt, preds) in zip(shard, pairs, strict=True):
             image = (None if job.images is None
@@ -302,6 +300,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
                 if pred is not None:  # None: the method lacks it (--allow-missing)
                     metric.update(pred, gt, index=index, image=image)
             bar.update()
+        finish(metrics)  # measured whole within the time of this call
         return metrics
 
 
@@ -326,10 +325,11 @@ def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, 
     return rows
 
 
-def _measure_shard(job: Job, group: EvalGroup, workers: int,
-                   pool: MeasurePool | None) -> dict[str, SODMetrics]:
+def _measure_shard(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | None,
+                   clock: Clock) -> dict[str, SODMetrics]:
     """This rank's shard measured; every rank's merged on rank 0 (a failure ends all ranks)."""
     from ..mask_encoding import log_notes
+    from ._eval_log import measured
     shard = group.shard(len(job.gts))
     error, metrics = None, {}
     start = time.perf_counter()
@@ -340,30 +340,25 @@ def _measure_shard(job: Job, group: EvalGroup, workers: int,
     log_notes(job.name)  # masks read in another encoding than grey: once per folder
     group.settle(error)
     merged, counts = group.merge(metrics)
+    clock.measuring += time.perf_counter() - start
     if group.is_main:
-        shards = (f" by {group.world_size} processes ({' + '.join(map(str, counts))})"
-                  if group.world_size > 1 else "")
-        each = " each" if shards else ""
-        workers = (f" with {plural(pool.workers, 'worker process')}{each}" if pool is not None
-                   else "")
-        logger.info("%s: %s measured%s%s in %.2f s", job.name, plural(len(job.gts), "image"),
-                    shards, workers, time.perf_counter() - start)
+        measured(job, group, pool, counts, time.perf_counter() - start)
     return merged
 
 
 def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | None,
-               folder: DeferredFolder | None) -> dict[str, dict[str, float]]:
+               folder: DeferredFolder | None, clock: Clock) -> dict[str, dict[str, float]]:
     """Measure one dataset and write its files (rank 0); returns ``{method: scalar metrics}``
     (empty on other ranks)."""
     from ..metrics import STANDARD_KEYS, scalar_metrics
     from ..metrics.families import family_keys
     from ..report import markdown_table
     from ._eval_groups import grouped_compute
+    from ._eval_log import announce
     from ._eval_write import write_job
 
-    logger.info("%s: %s, methods: %s", job.name, plural(len(job.gts), "image"),
-                ", ".join(job.preds))
-    metrics = _measure_shard(job, group, workers, pool)
+    announce(job)
+    metrics = _measure_shard(job, group, workers, pool, clock)
     if not group.is_main:
         return {}
     results = {method: grouped_compute(metric, sorted(job.gts)) if job.groups
@@ -376,8 +371,10 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
         from ._eval_ci import write_ci
 
         grouped = (sorted(job.gts), results) if job.groups else None  # groups resampled
+        start = time.perf_counter()
         job.ci_result, text = write_ci(job.out_dir, metrics, job.ci, folder.folder, columns,
-                                       grouped)
+                                       grouped, job.name)
+        clock.intervals += time.perf_counter() - start
         print(text)
     return table
 
@@ -399,9 +396,10 @@ def run(args: argparse.Namespace) -> int:
                           explicit=args.workers is not None)  # first: it boots
     from ..report.publish import check_table_outputs
     from ._eval_group import EvalGroup
+    from ._eval_log import Clock
     from ._eval_write import check_collisions, claim_output, write_summary
 
-    jobs, inputs = plan(args)  # every rank alike: the same refusals end every rank
+    clock, (jobs, inputs) = Clock(), plan(args)  # every rank alike: the same refusals end all
     check_collisions(args, jobs, inputs)  # two outputs at one path, an output over an input
     check_table_outputs(args, inputs, "eval")
     group = EvalGroup()
@@ -413,9 +411,10 @@ def run(args: argparse.Namespace) -> int:
     failed = True
     try:
         folder = claim_output(Path(args.out), jobs, group, args.force)
-        tables = [_write_job(job, group, workers, pool, folder) for job in jobs]
+        tables = [_write_job(job, group, workers, pool, folder, clock) for job in jobs]
         if group.is_main:
             write_summary(jobs, tables, args, folder)
+            clock.summary(jobs, args.out)
         failed = False
     finally:
         # A failure is reported at once: under torchrun the launcher stops this rank as soon
