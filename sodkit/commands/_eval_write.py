@@ -16,6 +16,7 @@ from ..outputs.folder import read_marker
 
 if TYPE_CHECKING:
     from ._eval_group import EvalGroup
+    from ._eval_rerun import Earlier
     from .eval import Job
 
 logger = logging.getLogger(__name__)
@@ -53,8 +54,9 @@ class DeferredFolder:
     """The output folder, checked before any work and created at its first write: a bad input
     found while measuring (a crafted GT, say) leaves no folder behind."""
 
-    def __init__(self, out: Path, force: bool) -> None:
+    def __init__(self, out: Path, force: bool, earlier: Earlier | None = None) -> None:
         self.out, self.force = out, force
+        self.earlier = earlier  # the evaluation the folder held (its methods and tables)
         self._folder: OutputFolder | None = None
 
     @property
@@ -68,13 +70,18 @@ def claim_output(out: Path, jobs: Sequence[Job], group: EvalGroup,
                  force: bool) -> DeferredFolder | None:
     """Rank 0 checks that the output folder may be claimed and the files written; a refusal
     ends every rank. Returns the (deferred) folder on rank 0, None elsewhere."""
+    from ._eval_rerun import read_earlier, warn_dropped
+
     error, deferred = None, None
     if group.is_main:
         try:
             check_claim(out, "eval", force)
+            earlier = None
             if read_marker(out) is not None:  # an earlier evaluation's: its files are checked
                 OutputFolder(out, "eval", force).check(output_paths(out, jobs))
-            deferred = DeferredFolder(out, force)
+                earlier = read_earlier(out)
+                warn_dropped(out, earlier, jobs)
+            deferred = DeferredFolder(out, force, earlier)
         except UserError as exc:
             error = exc
     group.settle(error)
@@ -100,6 +107,7 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
     from ..report import write_results
     from ..report.publish import write_tables
     from ..report.tables import write_eval_manifest
+    from ._eval_rerun import tables_after
 
     folder = deferred.folder
 
@@ -112,13 +120,14 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
             comparison.setdefault(method, {})[job.name] = values
     if len(jobs) > 1:
         write_results(combined, out, row_label="dataset/method", outputs=folder)
-    write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts,
-                                                                       *job.preds.values())
-                                                       for p in files.values()])
-                              for job in jobs}, folder)
     marks = None
     if args.latex_ci:
         from ..report.intervals import latex_marks
 
         marks = latex_marks({job.name: job.ci_result for job in jobs})
     write_tables(comparison, args, "eval", marks)
+    tables = tables_after(out, deferred.earlier, comparison, args)  # stale ones: a line each
+    write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts,
+                                                                       *job.preds.values())
+                                                       for p in files.values()])
+                              for job in jobs}, folder, tables)
