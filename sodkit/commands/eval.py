@@ -47,19 +47,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..report.publish import add_table_arguments
     from ._eval_ci import add_arguments as add_ci_arguments
     from ._eval_select import add_selection_arguments
+    from ._eval_toolkit import add_arguments as add_file_arguments
 
     parser.add_argument(
-        "--gt", action="append", required=True, metavar="[NAME=]DIR",
+        "--gt", action="append", default=[], metavar="[NAME=]DIR",
         help="GT mask folder; repeat as NAME=DIR for several datasets, whose predictions are "
-             "then read from <pred DIR>/NAME/")
+             "then read from <pred DIR>/NAME/ (or name them in a --datasets file)")
     parser.add_argument(
         "--pred", action="append", default=[], metavar="[NAME=]DIR[:SUFFIX]",
         help="a method's prediction folder (NAME defaults to the folder's name); repeatable. "
              "DIR:SUFFIX reads <stem>SUFFIX.<ext> (e.g. preds/MINet:_sal), "
              "DIR:PREFIX{stem}SUFFIX both")
-    parser.add_argument("--methods", metavar="FILE",
-                        help="YAML/JSON list of methods: name, folder, prefix, suffix, and "
-                             "per-dataset overrides (see sodkit/commands/_eval_methods.py)")
+    add_file_arguments(parser)  # --methods, --datasets
     parser.add_argument("--pred-prefix", default="",
                         help="prediction file names start with this before the GT stem")
     parser.add_argument("--pred-suffix", default="",
@@ -150,8 +149,8 @@ def _methods(args: argparse.Namespace) -> list[Method]:
         prefix, suffix = wrap(pattern, args.pred_prefix, args.pred_suffix)
         methods.append(Method(name or _default_name(folder, "pred"),
                               Naming(folder, prefix, suffix)))
-    if args.methods:
-        methods += read_methods_file(Path(args.methods))
+    for file in args.methods:
+        methods += read_methods_file(Path(file))
     if not methods:
         raise UserError("name at least one method: --pred NAME=DIR or --methods FILE")
     names = [m.name for m in methods]
@@ -166,10 +165,11 @@ def _gt_folders(args: argparse.Namespace) -> list[Path]:
 
 
 def input_folders(args: argparse.Namespace, methods: list[Method]) -> list[Path]:
-    """Every folder eval reads: GT, image and each method's prediction folders."""
+    """Every folder eval reads: GT, image and every method's prediction folders."""
     folders = _gt_folders(args) + [_split(spec, "images")[1] for spec in args.images]
     for method in methods:
-        folders += [method.naming.folder, *(n.folder for n in method.datasets.values())]
+        own = [] if method.only_listed else [method.naming.folder]  # a toolkit file: none
+        folders += [*own, *(n.folder for n in method.datasets.values())]
     return folders
 
 
@@ -194,13 +194,14 @@ def _families(args: argparse.Namespace) -> tuple[str, ...]:
 def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     """Datasets and methods from the arguments, every pair checked before any is measured;
     also every input folder (for the checks of what may be written)."""
-    from ..imageio import list_images
     from ..paths import check_not_input, inside
     from ._eval_ci import check_resampled, options
     from ._eval_groups import check_group_options, group_matcher, list_groups
     from ._eval_images import assign_images
     from ._eval_select import keep_listed, pair_method, select, stem_lists
+    from ._eval_toolkit import add_datasets_file, list_named
 
+    add_datasets_file(args)  # PySODEvalToolkit's dataset JSON: --gt, --images, --list
     families = _families(args)
     gts = [_split(spec, "gt") for spec in args.gt]
     named = [name is not None for name, _ in gts]
@@ -216,13 +217,13 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     kept_methods = select([m.name for m in methods], args.include_methods,
                           args.exclude_methods, "methods")
     methods = [m for m in methods if m.name in kept_methods]
-    lists = stem_lists(args.stem_list, kept, len(args.gt) > 1, _split)
+    lists = stem_lists(args.stem_list, kept, len(args.gt) > 1, _split, args.gt_namings)
     check_group_options(args, families)
     ci = options(args, [method.name for method in methods])
     out = Path(args.out)
     jobs = []
     for (name, folder), label in zip(gts, kept, strict=True):
-        files, match = list_images(folder), None
+        files, match = list_named(folder, *args.gt_namings.get(label, ("", ""))), None
         if args.groups:
             files, every = list_groups(folder, args.frames)
             match = group_matcher(every)
@@ -391,9 +392,8 @@ def run(args: argparse.Namespace) -> int:
     from ._eval_pool import fork_is_safe, measure_pool, start_fork_server
 
     fork = fork_is_safe() and detect_dist_env().world_size == 1  # torchrun imports torch
-    if not fork:
-        start_fork_server(_gt_folders(args), _workers(args),
-                          explicit=args.workers is not None)  # first: it boots
+    if not fork:  # the fork server first: it boots while the files are listed
+        start_fork_server(_gt_folders(args), _workers(args), explicit=args.workers is not None)
     from ..report.publish import check_table_outputs
     from ._eval_group import EvalGroup
     from ._eval_log import Clock
