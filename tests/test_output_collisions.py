@@ -36,6 +36,7 @@ def tree(tmp_path_factory) -> Path:
             (root / name).mkdir(parents=True, exist_ok=True)
             assert cv2.imwrite(str(root / name / f"im{i}.png"), image)
     (root / "methods.yaml").write_text("methods: [{name: a, folder: a}]\n")
+    (root / "datasets.json").write_text('{"D1": {"mask": {"path": "gt", "suffix": ".png"}}}')
     (root / "stems.txt").write_text("im0\nim1\n")
     (root / "style.yaml").write_text("dpi: 60\nformats: [png]\n")
     (root / "mine.tex").write_text("% my own table\n")
@@ -64,6 +65,8 @@ REPORT = ["report", "{r}/ev", "--out", "{r}/page.html"]
       "--latex", "{r}/methods.yaml", "--force"], "is the input {r}/methods.yaml"),
     (EVAL + ["--list", "{r}/stems.txt", "--xlsx", "{r}/stems.txt", "--force"],
      "is the input {r}/stems.txt"),
+    (["eval", "--datasets", "{r}/datasets.json", "--pred", "a={r}/p", "--out", "{r}/ev2",
+      "--latex", "{r}/datasets.json", "--force"], "is the input {r}/datasets.json"),
     (["eval", "--gt", "{r}/gt", "--pred", "{r}/a", "--out", "{r}/images/ev", "--compute",
       "CCM", "--images", "{r}/images"], "lies inside the input {r}/images"),
     (REPORT + ["--latex", "{r}/page.html"], "--latex {r}/page.html and --out {r}/page.html"),

@@ -47,6 +47,7 @@ def check_collisions(args: argparse.Namespace, jobs: Sequence[Job], folders: lis
     read = [Path(m) for m in ([args.methods] if isinstance(args.methods, str)
                               else args.methods or [])]
     read += [Path(spec.partition("=")[2] or spec) for spec in args.stem_list]
+    read += [Path(args.datasets)] if getattr(args, "datasets", None) else []
     check_outputs(outputs, Inputs(folders, read))
 
 
