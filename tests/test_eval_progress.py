@@ -44,3 +44,4 @@ def test_compute_all_says_what_it_computes_and_times_the_whole(folders, run_cli,
     assert total, err
     assert float(total[2]) == pytest.approx(measured, abs=0.01)
     assert measured > 0.5 * float(total[1]), err  # the families are measured, not after
+    assert "--workers" not in err  # no "--workers 2: using 1" when the user gave none

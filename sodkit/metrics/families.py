@@ -248,9 +248,11 @@ def _check_installed(family: Family) -> None:
     names = {"skimage": "scikit-image", "sklearn": "scikit-learn"}
     missing = [names.get(m, m) for m in family.needs if importlib.util.find_spec(m) is None]
     if missing:
+        from ..extras import install_hint
+
         raise MissingPackage(f"metric family {family.name} needs {' and '.join(missing)}, "
                              f"which {'is' if len(missing) == 1 else 'are'} not installed: "
-                             f"pip install 'sodkit[metrics]'")
+                             f"{install_hint('metrics')}")
 
 
 def reads_images(names: Iterable[str]) -> bool:
