@@ -17,8 +17,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -254,19 +253,6 @@ def _read_pair(job: Job, stem: str) -> tuple[Any, list[Any]]:
     return read_pair(job.gts[stem], [files.get(stem) for files in job.preds.values()])
 
 
-def _prefetch(read: Callable[[str], Any], items: list[str], workers: int) -> Iterator[Any]:
-    """``read`` over ``items`` in threads, in order, with a bounded number of reads ahead."""
-    window = max(4 * workers, 8)
-    with ThreadPoolExecutor(max(workers, 1)) as pool:
-        pending = [pool.submit(read, item) for item in items[:window]]
-        for i in range(len(items)):
-            result = pending[i].result()
-            pending[i] = None
-            if i + window < len(items):
-                pending.append(pool.submit(read, items[i + window]))
-            yield result
-
-
 def measure(job: Job, workers: int, shard: range | None = None, progress: bool = True,
             pool: MeasurePool | None = None) -> dict[str, SODMetrics]:
     """A ``SODMetrics`` per method, fed with the images of ``shard`` (indices into the sorted
@@ -279,6 +265,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
     from ..progress import Progress
     from ..resources import available_cores
     from ._eval_log import finish, new_metrics
+    from ._eval_read import prefetch
 
     stems = sorted(job.gts)
     shard = range(len(stems)) if shard is None else shard
@@ -293,7 +280,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
                     for k, method in enumerate(job.preds)}
         threads = min(2, available_cores())  # weighted F-measure threads, as SODMetrics' default
         metrics = new_metrics(job, threads)
-        pairs = _prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
+        pairs = prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
         for index, (gt, preds) in zip(shard, pairs, strict=True):
             image = (None if job.images is None
                      else read_image_at(job.images[stems[index]], gt.shape))
