@@ -3,9 +3,13 @@
 A command that can run for more than a few seconds says first what it will do, then shows
 how far it is: on a terminal a tqdm bar with the rate and the time left; without one (a CI
 log, ``nohup``, a cluster's job log) a plain log line every :func:`interval` seconds
-(``SODKIT_PROGRESS_SECONDS``, default 5), so a log never goes silent for minutes. The caller
-logs what was done, and how long it took, at the end. Light imports (tqdm only on a
+(``SODKIT_PROGRESS_S``, default 5; 0: a line per item), so a log never goes silent for minutes.
+The caller logs what was done, and how long it took, at the end. Light imports (tqdm only on a
 terminal).
+
+(Its interface, ``Progress(total, desc, unit, enabled)`` as a context manager with
+``update(n)``, and its setting are those of the progress display built for the other long
+commands at the same time, so that one module can serve all.)
 """
 
 from __future__ import annotations
@@ -20,12 +24,12 @@ from .errors import UserError
 
 logger = logging.getLogger(__name__)
 
-SETTING = "SODKIT_PROGRESS_SECONDS"
+SETTING = "SODKIT_PROGRESS_S"
 DEFAULT_SECONDS = 5.0
 
 
 def interval() -> float:
-    """Seconds between two progress lines in a log (``SODKIT_PROGRESS_SECONDS``)."""
+    """Seconds between two progress lines in a log (``SODKIT_PROGRESS_S``; 0: every item)."""
     text = os.environ.get(SETTING)
     if text is None:
         return DEFAULT_SECONDS
@@ -33,9 +37,9 @@ def interval() -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 < value < 86400:  # NaN fails too
-        raise UserError(f"{SETTING}={text!r}: give the seconds between two progress lines, "
-                        f"e.g. {SETTING}=5")
+    if not 0 <= value < 86400:  # NaN fails too
+        raise UserError(f"{SETTING}={text!r}: seconds between progress lines, a number >= 0 "
+                        f"(0: a line per item), e.g. {SETTING}=5")
     return value
 
 
@@ -79,7 +83,7 @@ class Progress:
             left = (self.total - self.done) / rate if rate > 0 else float("nan")
             speed = (f"{rate:.1f} {self.unit}/s" if rate >= 1
                      else f"{1 / rate:.1f} s/{self.unit}" if rate > 0 else "")
-            logger.info("%s: %d/%d %s, %s, about %s left", self.what, self.done, self.total,
+            logger.info("%s: %d/%d %s, %s, eta %s", self.what, self.done, self.total,
                         self.unit, speed, _clock(left) if left == left else "?")
 
     def seconds(self) -> float:
