@@ -269,7 +269,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
 
     stems = sorted(job.gts)
     shard = range(len(stems)) if shard is None else shard
-    with Progress(len(shard), job.name, enabled=progress) as bar:
+    with Progress(len(shard), job.name, "img", enabled=progress) as bar:
         if pool is not None:
             pairs = [(i, str(job.gts[stems[i]]), [_text(files.get(stems[i]))
                                                   for files in job.preds.values()])
