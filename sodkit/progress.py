@@ -2,7 +2,7 @@
 
 A command that can run for more than a few seconds says first what it will do, then shows
 how far it is: on a terminal a tqdm bar with the rate and the time left; without one (a CI
-log, ``nohup``, a cluster's job log) a plain log line every :func:`interval` seconds
+log, ``nohup``, a cluster's job log) a plain log line every :func:`interval_s` seconds
 (``SODKIT_PROGRESS_S``, default 5; 0: a line per item), so a log never goes silent for minutes.
 The caller logs what was done, and how long it took, at the end. Light imports (tqdm only on a
 terminal).
@@ -24,22 +24,22 @@ from .errors import UserError
 
 logger = logging.getLogger(__name__)
 
-SETTING = "SODKIT_PROGRESS_S"
-DEFAULT_SECONDS = 5.0
+ENV = "SODKIT_PROGRESS_S"  # seconds between progress lines when stderr is not a terminal
+DEFAULT_INTERVAL_S = 5.0
 
 
-def interval() -> float:
+def interval_s() -> float:
     """Seconds between two progress lines in a log (``SODKIT_PROGRESS_S``; 0: every item)."""
-    text = os.environ.get(SETTING)
+    text = os.environ.get(ENV)
     if text is None:
-        return DEFAULT_SECONDS
+        return DEFAULT_INTERVAL_S
     try:
         value = float(text)
     except ValueError:
         value = -1.0
     if not 0 <= value < 86400:  # NaN fails too
-        raise UserError(f"{SETTING}={text!r}: seconds between progress lines, a number >= 0 "
-                        f"(0: a line per item), e.g. {SETTING}=5")
+        raise UserError(f"{ENV}={text!r}: seconds between progress lines, a number >= 0 "
+                        f"(0: a line per item), e.g. {ENV}=5")
     return value
 
 
@@ -62,7 +62,7 @@ class Progress:
         self.total, self.what, self.unit = total, what, unit
         self.done = 0
         self.start = self._last = time.perf_counter()
-        self._every = interval()
+        self._every = interval_s()
         self._bar: Any = None
         self._lines = enabled and not (sys.stderr.isatty() if terminal is None else terminal)
         if enabled and not self._lines:
