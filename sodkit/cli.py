@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else list(argv))
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from .engine.logging import keep_libraries_quiet
+
+    keep_libraries_quiet()  # only sodkit's own lines reach the terminal
     if "TORCHELASTIC_ERROR_FILE" in os.environ:
         # torchrun's error file: the launcher then reports which rank failed, with its traceback.
         from torch.distributed.elastic.multiprocessing.errors import record

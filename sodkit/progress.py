@@ -4,9 +4,12 @@ Every command that can run longer than a few seconds uses :class:`Progress` (#33
 terminal, a tqdm bar on stderr with the count, the rate and the ETA, kept moving by a small
 thread while one item takes long (its elapsed time goes on); elsewhere (a CI log, ``nohup``,
 a scheduler's output file) a log line at most every ``SODKIT_PROGRESS_S`` seconds (default 5;
-``0``: a line per item), also while one item takes long, and a last line with the total time.
-Rates below one item per second are given as seconds per item (``4.2 s/img``, not
-``0.2 img/s`` or ``0.0 img/s``): :func:`format_rate`.
+``0``: a line per item), also while one item takes long, and, with ``summary``, a last line
+with the total time (else the caller says what was done and how long it took). Rates below
+one item per second are given as seconds per item (``4.2 s/img``, not ``0.2 img/s`` or
+``0.0 img/s``): :func:`format_rate`. (Built at the same time for the files side and for
+``sodkit eval``, with one interface: ``Progress(total, desc, unit, enabled)``, a context
+manager with ``update(n)``.)
 
 Light imports only (no torch, no numpy): ``sodkit eval`` runs without torch.
 """
@@ -23,7 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from .errors import UserError
-from .text import noun_for, plural
+from .text import noun_for
 
 ENV = "SODKIT_PROGRESS_S"  # seconds between progress lines when stderr is not a terminal
 DEFAULT_INTERVAL_S = 5.0
@@ -74,12 +77,16 @@ def is_terminal() -> bool:
 
 class Progress:
     """``total`` items of work called ``desc`` (``None``: a count without an end); a context
-    manager. ``unit``: what an item is (``img``, ``step``, ``tensor``). ``enabled=False``
-    (ranks other than 0) shows nothing."""
+    manager. ``unit``: what an item is (``img``, ``stage``, ``resamples``: a plural is kept).
+    ``enabled=False`` (ranks other than 0, a nested step) shows nothing; ``terminal``: a bar
+    (True) or log lines (False), default whether stderr is a terminal; ``summary``: a last
+    line with the count and the time when the work ends."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "it", enabled: bool = True,
-                 log: logging.Logger | None = None) -> None:
+                 log: logging.Logger | None = None, terminal: bool | None = None,
+                 summary: bool = False) -> None:
         self.total, self.desc, self.unit = total, desc, unit
+        self.summary = summary  # a last line with the count and the time
         self.count = 0
         self.enabled = enabled
         self.log = log or logger
@@ -92,7 +99,7 @@ class Progress:
         self._thread: threading.Thread | None = None
         if not enabled:
             return
-        if is_terminal():
+        if is_terminal() if terminal is None else terminal:
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True,
@@ -135,21 +142,34 @@ class Progress:
             if self._bar is not None:
                 self._bar.set_postfix_str(what, refresh=True)
 
+    def seconds(self) -> float:
+        """Seconds since the work started."""
+        return time.monotonic() - self.start
+
     def rate(self) -> float:
         """Items per second since the start."""
         return self.count / max(time.monotonic() - self.start, 1e-9)
+
+    def _one(self) -> str:
+        return self.unit.removesuffix("s") if self.unit.endswith("s") else self.unit
+
+    def _many(self) -> str:
+        return self.unit if self.unit.endswith("s") else noun_for(2, self.unit)
+
+    def _units(self, count: int) -> str:
+        return self.unit if count == 1 or self.unit.endswith("s") else self._many()
 
     def status(self) -> str:
         """``desc: 12/40 img (30%), 2.5 img/s, eta 0:00:11, <postfix>`` as a log line says it."""
         elapsed = time.monotonic() - self.start
         if self.total:
-            done = (f"{self.count}/{self.total} {noun_for(self.total, self.unit)} "
+            done = (f"{self.count}/{self.total} {self._units(self.total)} "
                     f"({100 * self.count / self.total:.0f}%)")
         else:
-            done = plural(self.count, self.unit)
+            done = f"{self.count} {self._units(self.count)}"
         parts = [done]
         if self.count:
-            parts.append(format_rate(self.rate(), self.unit, noun_for(2, self.unit)))
+            parts.append(format_rate(self.rate(), self._one(), self._many()))
             if self.total:
                 parts.append(f"eta {format_duration((self.total - self.count) / self.rate())}")
         parts.append(f"{format_duration(elapsed)} so far")
@@ -184,9 +204,9 @@ class Progress:
             if self._bar is not None:
                 self._bar.close()
                 self._bar = None
-            if done:
+            if done and self.summary:
                 elapsed = time.monotonic() - self.start
-                rate = (f", {format_rate(self.rate(), self.unit, noun_for(2, self.unit))}"
+                rate = (f", {format_rate(self.rate(), self._one(), self._many())}"
                         if self.count else "")
-                self.log.info("%s: done, %s in %s%s", self.desc, plural(self.count, self.unit),
-                              format_duration(elapsed), rate)
+                self.log.info("%s: done, %s %s in %s%s", self.desc, self.count,
+                              self._units(self.count), format_duration(elapsed), rate)

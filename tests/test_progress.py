@@ -40,13 +40,18 @@ def test_slow_rates_are_seconds_per_item():
 def test_a_line_per_item_and_one_at_the_end(monkeypatch, caplog):
     monkeypatch.setenv("SODKIT_PROGRESS_S", "0")
     caplog.set_level(logging.INFO)
-    with Progress(3, "work", unit="image") as progress:
+    with Progress(3, "work", unit="image", summary=True) as progress:
         for _ in range(3):
             progress.update(postfix="x")
     lines = [r.getMessage() for r in caplog.records]
     assert lines[:3] == [line for line in lines if line.startswith("work: ") and "/3 " in line]
     assert lines[0].startswith("work: 1/3 images (33%), ") and lines[0].endswith(", x")
     assert lines[-1].startswith("work: done, 3 images in 0:00:0")
+    caplog.clear()
+    with Progress(2, "quiet", unit="resamples") as progress:  # the caller says the end itself
+        progress.update(2)
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+        "quiet: 2/2 resamples (100%)"]
 
 
 def test_a_long_item_still_gets_lines(monkeypatch, caplog):

@@ -83,10 +83,14 @@ def measure_run(pairs: list[Pair], methods: int, families: tuple[str, ...] = (),
 
 
 def _single_threaded() -> None:
-    """Each worker is one core's worth of work: OpenCV's own threads would oversubscribe."""
+    """Each worker is one core's worth of work: OpenCV's own threads would oversubscribe. And
+    it prints no other library's warning (a fork server's child has no handlers of its own)."""
     import cv2
 
+    from ..engine.logging import quiet_worker_process
+
     cv2.setNumThreads(1)
+    quiet_worker_process()
 
 
 def _context(fork: bool) -> multiprocessing.context.BaseContext:

@@ -109,7 +109,8 @@ def memory_rows(args: argparse.Namespace, device: str, cfg: Config | None = None
                     cfg.model.backbone, plural(args.steps, "measured step"),
                     cfg.data.batch_size, cfg.data.size)
     stages = 2 + args.steps  # built, warm-up, the measured steps
-    with Progress(len(picked) * stages, "bench memory", unit="stage") as progress:
+    with Progress(len(picked) * stages, "bench memory", unit="stage",
+                  summary=True) as progress:
         rows = [{"variant": name, **run_variant(args, overrides, progress, name)}
                 for name, overrides in picked.items()]
     first = rows[0]  # plain, unless left out

@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
     logger.info("convert-checkpoint: %s, each rewritten in place (original kept as .orig) and "
                 "read back weights-only", plural(len(args.checkpoints), "file"))
-    with Progress(len(args.checkpoints), "convert-checkpoint", unit="file") as progress:
+    with Progress(len(args.checkpoints), "convert-checkpoint", unit="file",
+                  summary=True) as progress:
         for path in args.checkpoints:
             converted = convert_legacy(path)
             load_checkpoint(converted)  # proves the result reads weights-only

@@ -100,7 +100,7 @@ def export_model_file(args: argparse.Namespace) -> int:
     cfg = checkpoint_config(state, checkpoint)
     logger.info("export: %s (%s/%s) -> %s: its weights checked against the network, then "
                 "written with its config", checkpoint, cfg.model.name, cfg.model.backbone, out)
-    with Progress(3, "export", unit="stage") as progress:
+    with Progress(3, "export", unit="stage", summary=True) as progress:
         weights, provenance = from_checkpoint(state, checkpoint, args.weights)
         progress.update(postfix=f"{provenance['weights']} weights, sha256 of the source")
         net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 "then onnxruntime checked against PyTorch at %s", checkpoint, cfg.model.name,
                 cfg.model.backbone, onnx, size[0], size[1], args.opset,
                 ", dynamic" if args.dynamic else "", plural(len(sizes), "size"))
-    with Progress(3 + len(sizes), "export", unit="stage") as progress:
+    with Progress(3 + len(sizes), "export", unit="stage", summary=True) as progress:
         net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
                             aux_outputs=False, initialise=False)
         which = load_weights(net, state, checkpoint, args.weights)

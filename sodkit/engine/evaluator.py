@@ -197,7 +197,7 @@ def _run_dataset(
     writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size, outputs)
     batches = iter(loader)
     progress = Progress(len(loader.dataset), f"evaluating {name}", unit="image",
-                        enabled=runtime.is_main)
+                        enabled=runtime.is_main, summary=True)
     with progress:
         for _ in range(writer.rounds):  # every rank the same rounds; shorter shards idle
             batch = next(batches, None)

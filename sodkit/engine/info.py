@@ -52,7 +52,7 @@ def _counted_flops(meta_model: nn.Module, build: Callable[[], nn.Module], size: 
 
         logger.info("info: this network's forward needs real values: counting its FLOPs on "
                     "the CPU at %dx%d (a forward pass; minutes for a large network)", size, size)
-        with Progress(2, "info: FLOPs", unit="stage") as progress:
+        with Progress(2, "info: FLOPs", unit="stage", summary=True) as progress:
             model = build()
             progress.update(postfix="network built")
             flops = forward_flops(model, size)

@@ -4,6 +4,12 @@ Other ranks get a logger that only shows errors (they print nothing unless they 
 progress bar and no writer, so that a ``torchrun`` job prints one stream. The progress display
 is a tqdm bar on a terminal and plain periodic log lines otherwise (CI logs, ``nohup``,
 cluster schedulers), as users expect.
+
+Only sodkit's own loggers reach the terminal (:func:`keep_libraries_quiet`, set up by
+``sodkit.cli.main`` for every command and by ``setup_logging``): other libraries log into the
+root logger too (fontTools prints 59 INFO lines per PDF that matplotlib writes), and Python
+warnings (torch's FutureWarnings) are routed into logging and held there. A run's log file
+keeps the other libraries' warnings and errors, for the record.
 """
 
 from __future__ import annotations
@@ -14,11 +20,55 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+OWN = "sodkit"  # the logger every module's ``logging.getLogger(__name__)`` lies under
+
+
+def is_own(record: logging.LogRecord) -> bool:
+    """Whether ``record`` comes from sodkit's own code (not another library's logger, nor a
+    Python warning routed into logging)."""
+    return record.name == OWN or record.name.startswith(OWN + ".")
+
+
+def _for_the_log_file(record: logging.LogRecord) -> bool:
+    """sodkit's lines, and what other libraries warn about (for the record, not the terminal)."""
+    return is_own(record) or record.levelno >= logging.WARNING
+
+
+def _consoles() -> list[logging.Handler]:
+    """The root handlers that write to the terminal (not a file, not a test's capture)."""
+    streams = {id(s) for s in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)}
+    return [h for h in logging.getLogger().handlers
+            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+            and id(getattr(h, "stream", None)) in streams]
+
+
+def keep_libraries_quiet() -> None:
+    """No line of another library's logging, and no Python warning, reaches the terminal: the
+    console handlers pass sodkit's own records only, and warnings go into logging (where the
+    console drops them and a run's log file keeps them). Idempotent; every command runs it."""
+    logging.captureWarnings(True)
+    for console in _consoles():
+        if is_own not in console.filters:
+            console.addFilter(is_own)
+
+
+def quiet_worker_process() -> None:
+    """The same in a worker process that did not inherit the command's handlers (a fork
+    server's child): warnings into logging, and only sodkit's records on stderr."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
+    keep_libraries_quiet()
 
 
 def setup_logging(log_file: Path | None, is_main: bool) -> None:
@@ -35,6 +85,7 @@ def setup_logging(log_file: Path | None, is_main: bool) -> None:
         consoles = [logging.StreamHandler(sys.stderr)]
         consoles[0].setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(consoles[0])
+    keep_libraries_quiet()
     for console in consoles:
         if _hide_progress_lines_on_terminal not in console.filters:
             console.addFilter(_hide_progress_lines_on_terminal)
@@ -46,6 +97,7 @@ def setup_logging(log_file: Path | None, is_main: bool) -> None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         handler = _LogFile(log_file)
         handler.setFormatter(logging.Formatter(_FORMAT))
+        handler.addFilter(_for_the_log_file)
         root.addHandler(handler)
 
 

@@ -136,7 +136,8 @@ def _rounds(cfg: Config, steps: int, rounds: int, folder: Path) -> dict[str, lis
     _timed_loop(trainer, 1)  # warm-up
     rates: dict[str, list[float]] = {"loader": [], "step": [], "loop": []}
     parts = 3 * rounds + (1 if trainer.test_loaders else 0)
-    with Progress(parts, "bench speed", unit="part", log=_PROGRESS_LOG) as bar:
+    with Progress(parts, "bench speed", unit="part", log=_PROGRESS_LOG,
+                  summary=True) as bar:
         for i in range(rounds):  # interleaved, so that a neighbour's load hits all three alike
             for name, measure in (("loader", lambda: _timed_batches(loader, steps)),
                                   ("step", lambda: _timed_steps(step, batch, steps,

@@ -213,10 +213,11 @@ def family_keys(names: Iterable[str] | None = None) -> tuple[str, ...]:
                  for key in family.keys)
 
 
-def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
+def resolve(names: Iterable[str] | str | None, images: bool = False) -> tuple[str, ...]:
     """Family names in registry order from a selection: names (case-insensitive), ``"all"``
-    (every family computed from the masks alone; CCM, which reads the images, is added by
-    name), or a comma-separated text of either; None or empty: none.
+    (every family computed from the masks alone, and with ``images`` (the images are given:
+    ``eval --images``) those that read them too, CCM; without, CCM is added by name), or a
+    comma-separated text of either; None or empty: none.
 
     Raises:
         ValueError: naming an unknown family and the known ones.
@@ -228,7 +229,7 @@ def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
     wanted = [name.strip() for name in names if name.strip()]
     if any(name.lower() == "all" for name in wanted):  # those of the masks alone: CCM is named
         wanted = [n for n in wanted if n.lower() != "all"] + [
-            name for name, family in FAMILIES.items() if not family.reads_image]
+            name for name, family in FAMILIES.items() if images or not family.reads_image]
     by_lower = {name.lower(): name for name in FAMILIES}
     unknown = [name for name in wanted if name.lower() not in by_lower]
     if unknown:
@@ -247,9 +248,11 @@ def _check_installed(family: Family) -> None:
     names = {"skimage": "scikit-image", "sklearn": "scikit-learn"}
     missing = [names.get(m, m) for m in family.needs if importlib.util.find_spec(m) is None]
     if missing:
+        from ..extras import install_hint
+
         raise MissingPackage(f"metric family {family.name} needs {' and '.join(missing)}, "
                              f"which {'is' if len(missing) == 1 else 'are'} not installed: "
-                             f"pip install 'sodkit[metrics]'")
+                             f"{install_hint('metrics')}")
 
 
 def reads_images(names: Iterable[str]) -> bool:

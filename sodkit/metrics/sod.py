@@ -78,7 +78,9 @@ class SODMetrics:
         >>> result = m.compute()          # {"MAE": ..., "maxFm": ..., "fm_curve": array, ...}
 
     Args:
-        chunk_pixels: buffered pixels of one image size that trigger a batched measurement.
+        chunk_pixels: buffered pixels of one image size that trigger a batched measurement;
+            buffered pixels of all sizes together never exceed it much either (a dataset of
+            many sizes held every image until the end: images x pixels x methods).
         threads: threads measuring the weighted F-measure (default: up to 2); results do not
             depend on it.
         families: optional metric families to compute as well (``sodkit.metrics.families``:
@@ -93,6 +95,7 @@ class SODMetrics:
         self._parts: list[Records] = []
         self._pending: dict[tuple[Any, ...], list[tuple[Batch, Batch, list[int]]]] = {}
         self._pending_count = 0
+        self._pending_pixels = 0  # of every size: what the buffers hold, bounded by chunk_pixels
         self._images: dict[tuple[Any, ...], list[np.ndarray]] = {}  # for CCM, as _pending
         self._next_index = 0
         self._queue: WeightedFQueue | None = None  # while images are being measured
@@ -131,9 +134,13 @@ class SODMetrics:
             self._images.setdefault(key, []).extend(_images(image, tuple(pred_b.shape)))
         self._pending.setdefault(key, []).append((pred_b, gt_b, indices))
         self._pending_count += len(pred_b)
+        self._pending_pixels += len(pred_b) * pred_b.shape[1] * pred_b.shape[2]
         buffered = sum(len(entry[2]) for entry in self._pending[key])
         if buffered * pred_b.shape[1] * pred_b.shape[2] >= self.chunk_pixels:
             self._measure(key)
+        elif self._pending_pixels >= self.chunk_pixels:  # images of many sizes: every buffer
+            for other in list(self._pending):
+                self._measure(other)
 
     def _measure(self, key: tuple[Any, ...]) -> None:
         """Measure the buffered images of one size: their weighted F-measures are queued for
@@ -152,6 +159,7 @@ class SODMetrics:
         indices = np.array([i for entry in entries for i in entry[2]], dtype=np.int64)
         images = self._images.pop(key, None)
         self._pending_count -= len(indices)
+        self._pending_pixels -= len(indices) * key[0][0] * key[0][1]
         height, width = key[0]
         step = max(1, self.chunk_pixels // (height * width))
         for start in range(0, len(preds), step):

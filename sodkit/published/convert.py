@@ -176,7 +176,7 @@ def import_weights(release: Release, source: str | Path, out: str | Path,
     config["data"].update(data or {})
     logger.info("import-weights: %s (%s) -> %s: reading it, checking every tensor against the "
                 "release, writing the model file", source, release.name, out)
-    with Progress(4, "import-weights", unit="stage") as progress:
+    with Progress(4, "import-weights", unit="stage", summary=True) as progress:
         weights, halves = release_state_dict(source, release)
         progress.update(postfix=f"read {len(weights)} tensors")
         if release.variant is not None:  # which of the release's variants the file is
