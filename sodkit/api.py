@@ -123,22 +123,28 @@ class Model:
 
     def cutout(self, images: ImageInput | Sequence[ImageInput], *,
                background: str | tuple[int, int, int] | None = None,
-               estimate_foreground: bool = False, batch_size: int = 8,
-               tta: Sequence[str] | None = None, precision: str = "fp32") -> Any:
+               estimate_foreground: bool = False, foreground: str | None = None,
+               batch_size: int = 8, tta: Sequence[str] | None = None,
+               precision: str = "fp32") -> Any:
         """The image with its mask as alpha (PIL RGBA at the image's size), as ``sodkit predict
         --save cutout``; on a solid ``background`` (name, ``#RRGGBB`` or RGB) an RGB image.
-        ``estimate_foreground`` needs ``sodkit[cutout]`` (pymatting)."""
+        ``foreground``: the estimator of the object's colours on soft edges, ``blur-fusion``
+        (BiRefNet's fast one), ``ml`` (pymatting's: needs ``sodkit[cutout]``) or ``none``
+        (default); ``estimate_foreground=True`` is ``foreground="ml"``."""
         from PIL import Image
 
-        from .cutout import check_foreground_estimation, cutout, parse_color
+        from .cutout import cutout, parse_color
+        from .foreground import check_estimator
 
-        if estimate_foreground:
-            check_foreground_estimation()
+        if estimate_foreground and foreground not in (None, "ml"):
+            raise ValueError(f"estimate_foreground=True means foreground='ml', not "
+                             f"{foreground!r}")
+        chosen = check_estimator(foreground or ("ml" if estimate_foreground else "none"))
         color = parse_color(background) if isinstance(background, str) else background
         single = not isinstance(images, (list, tuple))
         arrays = [_as_rgb(item) for item in ([images] if single else images)]
         maps = self._maps(arrays, batch_size, tta, precision)
-        out = [Image.fromarray(cutout(a, m, color, estimate_foreground))
+        out = [Image.fromarray(cutout(a, m, color, chosen))
                for a, m in zip(arrays, maps, strict=True)]
         return out[0] if single else out
 

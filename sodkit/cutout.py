@@ -9,8 +9,9 @@ pixels. Every function takes the probability map at the image's own size (float3
   matting and compositing tools that read 16-bit alpha (``sodkit eval`` reads 8-bit masks).
 * ``binary``: 0 or 255, foreground where ``p >= threshold``.
 * ``cutout``: RGBA, the image with the mask (as in ``mask``) as alpha; on a solid background
-  colour instead, RGB. With foreground estimation (``pymatting``, the ``cutout`` extra) the
-  colours of soft edges are the object's own, without the halo of the old background.
+  colour instead, RGB. With a foreground estimator (:mod:`sodkit.foreground`: ``blur-fusion``,
+  BiRefNet's fast one; ``ml``, pymatting's, the ``cutout`` extra) the colours of soft edges are
+  the object's own, without the halo of the old background.
 * ``overlay``: the image with the object tinted, for looking.
 """
 
@@ -104,12 +105,23 @@ def estimate_foreground(image: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     return np.clip(np.round(fg * 255.0), 0, 255).astype(np.uint8)
 
 
+def estimator_name(foreground: bool | str) -> str:
+    """A ``foreground`` argument as an estimator's name: True is pymatting's (``ml``, what
+    ``--estimate-foreground`` has always meant), False none."""
+    if isinstance(foreground, bool):
+        return "ml" if foreground else "none"
+    return foreground
+
+
 def cutout(image: np.ndarray, prob: np.ndarray, background: tuple[int, int, int] | None = None,
-           foreground: bool = False) -> np.ndarray:
-    """RGBA (H, W, 4) with the mask as alpha, or RGB on ``background``; ``foreground``:
-    estimate the object's colours on soft edges first."""
+           foreground: bool | str = False) -> np.ndarray:
+    """RGBA (H, W, 4) with the mask as alpha, or RGB on ``background``; ``foreground``: the
+    estimator of the object's colours on soft edges (``blur-fusion``, ``ml``, ``none``;
+    True: ``ml``)."""
+    from .foreground import estimate
+
     alpha = to_uint8(prob)
-    rgb = estimate_foreground(image, alpha / 255.0) if foreground else image
+    rgb = estimate(image, alpha, estimator_name(foreground))
     if background is None:
         return np.dstack([rgb, alpha])
     a = (alpha.astype(np.float32) / 255.0)[..., None]
@@ -144,15 +156,16 @@ class Rendering:
     threshold: float = 0.5
     background: tuple[int, int, int] | None = None
     tint: tuple[int, int, int] = (255, 0, 0)
-    foreground: bool = False
+    foreground: bool | str = False  # the estimator (sodkit.foreground); True: ml
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise UserError(f"--save {self.mode}: choose one of {', '.join(MODES)}")
         if not 0.0 <= self.threshold <= 1.0:
             raise UserError(f"--threshold {self.threshold}: must be in [0, 1]")
-        if self.foreground:
-            check_foreground_estimation()
+        from .foreground import check_estimator
+
+        check_estimator(estimator_name(self.foreground))
 
     @property
     def needs_image(self) -> bool:

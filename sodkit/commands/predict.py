@@ -69,9 +69,12 @@ def add_save_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--save cutout: a solid background (white, #RRGGBB, R,G,B) "
                              "instead of transparency")
     parser.add_argument("--tint", metavar="COLOR", default="red", help="--save overlay: colour")
+    parser.add_argument("--foreground", choices=("blur-fusion", "ml", "none"), default=None,
+                        help="--save cutout: estimate the object's colours on soft edges (no "
+                             "halo of the old background): blur-fusion (BiRefNet's fast "
+                             "estimate), ml (pymatting's, needs sodkit[cutout]), none (default)")
     parser.add_argument("--estimate-foreground", action="store_true",
-                        help="--save cutout: estimate the object's colours on soft edges "
-                             "(no halo of the old background; needs sodkit[cutout])")
+                        help="--save cutout: the same as --foreground ml")
 
 
 def rendering_of(args: argparse.Namespace) -> Rendering | None:
@@ -79,11 +82,16 @@ def rendering_of(args: argparse.Namespace) -> Rendering | None:
     from ..cutout import Rendering, parse_color
     from ..errors import UserError
 
-    if args.save != "cutout" and (args.background or args.estimate_foreground):
-        raise UserError("--background and --estimate-foreground apply to --save cutout")
+    foreground = args.foreground or ("ml" if args.estimate_foreground else "none")
+    if args.estimate_foreground and args.foreground not in (None, "ml"):
+        raise UserError(f"--estimate-foreground means --foreground ml; it cannot go with "
+                        f"--foreground {args.foreground}")
+    if args.save != "cutout" and (args.background or foreground != "none"):
+        raise UserError("--background and --foreground / --estimate-foreground apply to "
+                        "--save cutout")
     rendering = Rendering(args.save, args.threshold,
                           parse_color(args.background) if args.background else None,
-                          parse_color(args.tint), args.estimate_foreground)
+                          parse_color(args.tint), foreground)
     return None if args.save == "mask" else rendering
 
 

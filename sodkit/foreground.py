@@ -1,0 +1,181 @@
+"""Foreground colour estimates for cut-outs: the object's own colours where alpha is soft.
+
+A pixel of alpha ``a`` shows ``a F + (1 - a) B``; a cut-out that keeps the image's colour there
+keeps a halo of the old background ``B``. An estimator recovers ``F``:
+
+* ``blur-fusion``: the two-pass blur-fusion estimate (Forte and Pitie's fast foreground
+  estimation) as BiRefNet's ``image_proc.refine_foreground`` runs it on the CPU
+  (``FB_blur_fusion_foreground_estimator_cpu_2``: box radius 90, then 6). The default.
+* ``ml``: pymatting's multi-level estimate (``estimate_foreground_ml``; the ``cutout`` extra):
+  slower, smoother.
+* ``none``: the image's colours as they are.
+
+Blur-fusion here computes the authors' values (to 1/255: ``benchmarks/foreground_speed.py``)
+from fewer passes. A pixel of alpha 1 keeps its colour and one whose second-pass window holds
+no alpha gets 0, so only the band ``R2`` of pixels with alpha < 1 within the window of some
+alpha > 0 is computed. The first pass's box sums there come from integral images of the uint8
+data (exact integer sums, 4 look-ups per pixel, the image's border reflected as ``cv2.blur``
+reflects it), and only on the band grown by the second window (``R1``); the second pass box-
+filters the band's bounding box. Everything else is one copy.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from .errors import UserError
+
+ESTIMATORS = ("blur-fusion", "ml", "none")
+FIRST_RADIUS, SECOND_RADIUS = 90, 6  # refine_foreground(r=90) and its second pass (r=6)
+EPS = 1e-5  # the authors' guard of each ratio
+
+
+def check_estimator(name: str) -> str:
+    """``name`` if it is an estimator (``ml`` also needs pymatting); UserError otherwise."""
+    if name not in ESTIMATORS:
+        raise UserError(f"foreground estimator {name!r}: choose one of {', '.join(ESTIMATORS)}")
+    if name == "ml":
+        from .cutout import check_foreground_estimation
+
+        check_foreground_estimation()
+    return name
+
+
+def _grow(mask: np.ndarray, radius: int) -> np.ndarray:
+    """``mask`` dilated by a (2 radius + 1) square: a superset of every box window's reach."""
+    kernel = np.ones((2 * radius + 1, 2 * radius + 1), np.uint8)
+    return cv2.dilate(mask.view(np.uint8), kernel).view(bool)
+
+
+def _bounds(mask: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(top, bottom, left, right) of the mask's true pixels, bottom / right exclusive."""
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    if rows.size == 0:
+        return None
+    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+
+
+def _span(low: int, high: int, before: int, after: int, length: int
+          ) -> tuple[int, int, int, int, int]:
+    """Along one axis, for the windows of pixels [low, high): the image's part to copy
+    [start, stop), the reflected padding before and after it, and the offset of ``low -
+    before`` in the padded copy (the part covers every row the reflection copies)."""
+    pad_before, pad_after = max(before - low, 0), max(high + after - length, 0)
+    start = max(0, min(low - before, length - 1 - pad_after))
+    stop = min(length, max(high + after, pad_before + 1))
+    return start, stop, pad_before, pad_after, (low - before) - (start - pad_before)
+
+
+def _window_area(array: np.ndarray, bounds: tuple[int, int, int, int], size: int
+                 ) -> np.ndarray:
+    """What ``cv2.blur(array, (size, size))`` reads for the pixels in ``bounds``: the area
+    around them, the image's border reflected (101) where the windows cross it."""
+    top, bottom, left, right = bounds
+    before, after = size // 2, size - 1 - size // 2
+    y0, y1, above, below, dy = _span(top, bottom, before, after, array.shape[0])
+    x0, x1, ahead, behind, dx = _span(left, right, before, after, array.shape[1])
+    area = cv2.copyMakeBorder(array[y0:y1, x0:x1], above, below, ahead, behind,
+                              cv2.BORDER_REFLECT_101)
+    return area[dy:dy + bottom - top + before + after, dx:dx + right - left + before + after]
+
+
+def _blurred_at(array: np.ndarray, size: int, at: np.ndarray) -> np.ndarray:
+    """``cv2.blur`` of an area from :func:`_window_area` at its flat indices ``at``, as
+    (n, channels) float64."""
+    blurred = cv2.blur(array, (size, size))
+    channels = 1 if blurred.ndim == 2 else blurred.shape[2]
+    return blurred.reshape(-1, channels)[at].astype(np.float64)
+
+
+def _first_pass(image: np.ndarray, alpha: np.ndarray, reach: np.ndarray, size: int
+                ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int], np.ndarray]:
+    """The first pass (F = B = the image) at the ``reach`` pixels: the foreground estimate and
+    the blurred background, float64 (n, 3) in [0, 1]; the reach's bounds and its pixels' flat
+    indices inside them."""
+    bounds = _bounds(reach)
+    top, bottom, left, right = bounds
+    flat = np.flatnonzero(reach[top:bottom, left:right])
+    rows, cols = np.divmod(flat, right - left)
+    before, after = size // 2, size - 1 - size // 2
+    at = (rows + before) * (right - left + before + after) + cols + before  # in the area
+    img = _window_area(image, bounds, size).astype(np.float32)
+    img *= np.float32(1 / 255)
+    a = _window_area(alpha, bounds, size).astype(np.float32)
+    a *= np.float32(1 / 255)
+    blurred_alpha = _blurred_at(a, size, at)
+    blurred_ia = _blurred_at(img * a[:, :, None], size, at)
+    blurred_i = _blurred_at(img, size, at)
+    blurred_fg = blurred_ia / (blurred_alpha + EPS)
+    blurred_bg = (blurred_i - blurred_ia) / ((1 - blurred_alpha) + EPS)  # I (1 - a) = I - I a
+    a_px = alpha[rows + top, cols + left][:, None] / 255.0
+    colour = image[rows + top, cols + left] / 255.0
+    fg = blurred_fg + a_px * (colour - a_px * blurred_fg - (1 - a_px) * blurred_bg)
+    return np.clip(fg, 0, 1), blurred_bg, bounds, flat
+
+
+def _band(image: np.ndarray, alpha: np.ndarray, radius: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The second pass at the band R2: its pixels' rows, cols and float64 (n, 3) colours;
+    None when there is no band (alpha all 0 or 1 within every window)."""
+    band = (alpha != 255) & _grow(alpha > 0, SECOND_RADIUS // 2)  # R2: computed
+    if not band.any():
+        return None
+    reach = _grow(band, SECOND_RADIUS // 2)  # R1: what R2's windows read
+    fg, bg, bounds, flat = _first_pass(image, alpha, reach, radius)
+    top, bottom, left, right = bounds
+    inner = (slice(top, bottom), slice(left, right))
+    a_box = alpha[inner].astype(np.float32)
+    a_box *= np.float32(1 / 255)
+    a_reach = a_box.reshape(-1)[flat][:, None]
+    shape = (bottom - top, right - left, 3)
+    fg_a, bg_a = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    fg_a.reshape(-1, 3)[flat] = fg * a_reach
+    bg_a.reshape(-1, 3)[flat] = bg * (1 - a_reach)
+    size = (SECOND_RADIUS, SECOND_RADIUS)  # the reach holds every window: no border to mind
+    where = np.flatnonzero(band[inner])
+    blurred_alpha = cv2.blur(a_box, size).reshape(-1)[where][:, None].astype(np.float64)
+    blurred_fg = cv2.blur(fg_a, size).reshape(-1, 3)[where] / (blurred_alpha + EPS)
+    blurred_bg = cv2.blur(bg_a, size).reshape(-1, 3)[where] / ((1 - blurred_alpha) + EPS)
+    a = a_box.reshape(-1)[where][:, None].astype(np.float64)
+    rows, cols = np.divmod(where, right - left)
+    rows += top
+    cols += left
+    colour = image[rows, cols] / 255.0
+    fg2 = blurred_fg + a * (colour - a * blurred_fg - (1 - a) * blurred_bg)
+    return rows, cols, np.clip(fg2, 0, 1)
+
+
+def blur_fusion(image: np.ndarray, alpha: np.ndarray, radius: int = FIRST_RADIUS
+                ) -> np.ndarray:
+    """The blur-fusion foreground of a uint8 RGB image (H, W, 3) under a uint8 alpha (H, W),
+    as float32 (H, W, 3) in [0, 1] (the authors' ``refine_foreground`` before its uint8)."""
+    out = cv2.copyTo(image, (alpha == 255).view(np.uint8)).astype(np.float32)
+    out *= np.float32(1 / 255)
+    band = _band(image, alpha, radius)
+    if band is not None:
+        rows, cols, colours = band
+        out[rows, cols] = colours
+    return out
+
+
+def blur_fusion_uint8(image: np.ndarray, alpha: np.ndarray, radius: int = FIRST_RADIUS
+                      ) -> np.ndarray:
+    """:func:`blur_fusion` rounded to uint8, without a float copy of the whole image."""
+    out = cv2.copyTo(image, (alpha == 255).view(np.uint8))
+    band = _band(image, alpha, radius)
+    if band is not None:
+        rows, cols, colours = band
+        out[rows, cols] = np.round(colours * 255)
+    return out
+
+
+def estimate(image: np.ndarray, alpha: np.ndarray, estimator: str) -> np.ndarray:
+    """The uint8 RGB foreground of ``image`` under uint8 ``alpha`` by ``estimator``."""
+    if estimator == "none":
+        return image
+    if estimator == "ml":
+        from .cutout import estimate_foreground
+
+        return estimate_foreground(image, alpha / 255.0)
+    return blur_fusion_uint8(image, alpha)
