@@ -31,6 +31,10 @@ class DatasetCfg:
     image_dir: str = ""  # sub-folder of root holding the images (a preset fills it)
     mask_dir: str = ""  # sub-folder of root holding the masks (a preset fills it)
     list_file: str | None = None  # optional text file of stems to use (one per line)
+    # sub-folder of root holding trimaps (0 / 128 / 255, by stem; a matting preset fills it
+    # where its release ships them): eval.compute [matting] of a test set then measures their
+    # unknown pixels only
+    trimap_dir: str = ""
 
 
 @dataclass
