@@ -80,32 +80,38 @@ def _window_area(array: np.ndarray, bounds: tuple[int, int, int, int], size: int
     return area[dy:dy + bottom - top + before + after, dx:dx + right - left + before + after]
 
 
-def _blurred_at(array: np.ndarray, size: int, at: np.ndarray) -> np.ndarray:
-    """``cv2.blur`` of an area from :func:`_window_area` at its flat indices ``at``, as
-    (n, channels) float64."""
-    blurred = cv2.blur(array, (size, size))
-    channels = 1 if blurred.ndim == 2 else blurred.shape[2]
-    return blurred.reshape(-1, channels)[at].astype(np.float64)
+def _box_sums(area: np.ndarray, size: int, corners: np.ndarray) -> np.ndarray:
+    """Sums of ``size`` x ``size`` windows of an area (from :func:`_window_area`) whose top-left
+    corners are at the flat indices ``corners`` of its integral image, as (n, channels)
+    float64: four look-ups each, exact (integer sums of integer data)."""
+    exact_int = area.dtype == np.uint8 and area.shape[0] * area.shape[1] * 255 < 2 ** 31
+    integral = cv2.integral(area, sdepth=cv2.CV_32S if exact_int else cv2.CV_64F)
+    width = integral.shape[1]
+    flat = integral.reshape(integral.shape[0] * width, -1)
+    sums = flat[corners + size * width + size].astype(np.float64)
+    sums -= flat[corners + size]
+    sums -= flat[corners + size * width]
+    sums += flat[corners]
+    return sums
 
 
 def _first_pass(image: np.ndarray, alpha: np.ndarray, reach: np.ndarray, size: int
                 ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int], np.ndarray]:
     """The first pass (F = B = the image) at the ``reach`` pixels: the foreground estimate and
     the blurred background, float64 (n, 3) in [0, 1]; the reach's bounds and its pixels' flat
-    indices inside them."""
+    indices inside them. Box sums from integral images of the uint8 data (I a in uint16)."""
     bounds = _bounds(reach)
     top, bottom, left, right = bounds
     flat = np.flatnonzero(reach[top:bottom, left:right])
     rows, cols = np.divmod(flat, right - left)
-    before, after = size // 2, size - 1 - size // 2
-    at = (rows + before) * (right - left + before + after) + cols + before  # in the area
-    img = _window_area(image, bounds, size).astype(np.float32)
-    img *= np.float32(1 / 255)
-    a = _window_area(alpha, bounds, size).astype(np.float32)
-    a *= np.float32(1 / 255)
-    blurred_alpha = _blurred_at(a, size, at)
-    blurred_ia = _blurred_at(img * a[:, :, None], size, at)
-    blurred_i = _blurred_at(img, size, at)
+    corners = rows * (right - left + size) + cols  # in the integral image of the area
+    img = _window_area(image, bounds, size)
+    a = _window_area(alpha, bounds, size)
+    count = float(size * size)
+    blurred_alpha = _box_sums(a, size, corners) / (count * 255)
+    blurred_ia = _box_sums(img.astype(np.uint16) * a[:, :, None], size, corners)
+    blurred_ia /= count * 255 * 255
+    blurred_i = _box_sums(img, size, corners) / (count * 255)
     blurred_fg = blurred_ia / (blurred_alpha + EPS)
     blurred_bg = (blurred_i - blurred_ia) / ((1 - blurred_alpha) + EPS)  # I (1 - a) = I - I a
     a_px = alpha[rows + top, cols + left][:, None] / 255.0
