@@ -80,26 +80,43 @@ def _window_area(array: np.ndarray, bounds: tuple[int, int, int, int], size: int
     return area[dy:dy + bottom - top + before + after, dx:dx + right - left + before + after]
 
 
-def _box_sums(area: np.ndarray, size: int, corners: np.ndarray) -> np.ndarray:
-    """Sums of ``size`` x ``size`` windows of an area (from :func:`_window_area`) whose top-left
-    corners are at the flat indices ``corners`` of its integral image, as (n, channels)
-    float64: four look-ups each, exact (integer sums of integer data)."""
-    exact_int = area.dtype == np.uint8 and area.shape[0] * area.shape[1] * 255 < 2 ** 31
+def _integral(area: np.ndarray) -> np.ndarray:
+    """The integral image of a uint8 area, flattened to (pixels, channels): int32 (exact while
+    255 x pixels < 2^31), float64 beyond."""
+    exact_int = area.shape[0] * area.shape[1] * 255 < 2 ** 31
     integral = cv2.integral(area, sdepth=cv2.CV_32S if exact_int else cv2.CV_64F)
-    width = integral.shape[1]
-    flat = integral.reshape(integral.shape[0] * width, -1)
-    sums = flat[corners + size * width + size].astype(np.float64)
-    sums -= flat[corners + size]
-    sums -= flat[corners + size * width]
-    sums += flat[corners]
+    return integral.reshape(integral.shape[0] * integral.shape[1], -1)
+
+
+def _box_sums(area: np.ndarray, size: int, corners: np.ndarray) -> np.ndarray:
+    """Sums of ``size`` x ``size`` windows of a uint8 area (from :func:`_window_area`) whose
+    top-left corners are at the flat indices ``corners`` of its integral image, as
+    (n, channels) float64: four look-ups each, exact."""
+    flat = _integral(area)
+    width = area.shape[1] + 1
+    sums = np.take(flat, corners + size * width + size, axis=0).astype(np.float64)
+    sums -= np.take(flat, corners + size, axis=0)
+    sums -= np.take(flat, corners + size * width, axis=0)
+    sums += np.take(flat, corners, axis=0)
     return sums
+
+
+def _weighted_sums(img: np.ndarray, a: np.ndarray, size: int, corners: np.ndarray
+                   ) -> np.ndarray:
+    """Window sums of ``I a`` (uint8 x uint8, up to 65025): its high and low bytes summed
+    apart in exact integer integrals, then ``256 high + low``."""
+    weighted = cv2.multiply(img, cv2.merge([a, a, a]), dtype=cv2.CV_16U)
+    high = _box_sums((weighted >> 8).astype(np.uint8), size, corners)
+    high *= 256
+    high += _box_sums(weighted.astype(np.uint8), size, corners)  # the low byte
+    return high
 
 
 def _first_pass(image: np.ndarray, alpha: np.ndarray, reach: np.ndarray, size: int
                 ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int], np.ndarray]:
     """The first pass (F = B = the image) at the ``reach`` pixels: the foreground estimate and
     the blurred background, float64 (n, 3) in [0, 1]; the reach's bounds and its pixels' flat
-    indices inside them. Box sums from integral images of the uint8 data (I a in uint16)."""
+    indices inside them. Box sums from integral images of the uint8 data."""
     bounds = _bounds(reach)
     top, bottom, left, right = bounds
     flat = np.flatnonzero(reach[top:bottom, left:right])
@@ -109,21 +126,21 @@ def _first_pass(image: np.ndarray, alpha: np.ndarray, reach: np.ndarray, size: i
     a = _window_area(alpha, bounds, size)
     count = float(size * size)
     blurred_alpha = _box_sums(a, size, corners) / (count * 255)
-    blurred_ia = _box_sums(img.astype(np.uint16) * a[:, :, None], size, corners)
-    blurred_ia /= count * 255 * 255
+    blurred_ia = _weighted_sums(img, a, size, corners) / (count * 255 * 255)
     blurred_i = _box_sums(img, size, corners) / (count * 255)
     blurred_fg = blurred_ia / (blurred_alpha + EPS)
     blurred_bg = (blurred_i - blurred_ia) / ((1 - blurred_alpha) + EPS)  # I (1 - a) = I - I a
-    a_px = alpha[rows + top, cols + left][:, None] / 255.0
-    colour = image[rows + top, cols + left] / 255.0
+    at = (rows + top) * image.shape[1] + cols + left
+    a_px = np.take(alpha.reshape(-1), at)[:, None] / 255.0
+    colour = np.take(image.reshape(-1, 3), at, axis=0) / 255.0
     fg = blurred_fg + a_px * (colour - a_px * blurred_fg - (1 - a_px) * blurred_bg)
     return np.clip(fg, 0, 1), blurred_bg, bounds, flat
 
 
 def _band(image: np.ndarray, alpha: np.ndarray, radius: int
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The second pass at the band R2: its pixels' rows, cols and float64 (n, 3) colours;
-    None when there is no band (alpha all 0 or 1 within every window)."""
+          ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The second pass at the band R2: its pixels' flat indices in the image and their float64
+    (n, 3) colours; None when there is no band (alpha all 0 or 1 within every window)."""
     band = (alpha != 255) & _grow(alpha > 0, SECOND_RADIUS // 2)  # R2: computed
     if not band.any():
         return None
@@ -133,23 +150,33 @@ def _band(image: np.ndarray, alpha: np.ndarray, radius: int
     inner = (slice(top, bottom), slice(left, right))
     a_box = alpha[inner].astype(np.float32)
     a_box *= np.float32(1 / 255)
-    a_reach = a_box.reshape(-1)[flat][:, None]
+    a_reach = np.take(a_box.reshape(-1), flat)[:, None]
     shape = (bottom - top, right - left, 3)
     fg_a, bg_a = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
-    fg_a.reshape(-1, 3)[flat] = fg * a_reach
-    bg_a.reshape(-1, 3)[flat] = bg * (1 - a_reach)
+    triples = (flat[:, None] * 3 + np.arange(3)).reshape(-1)
+    np.put(fg_a.reshape(-1), triples, fg * a_reach)
+    np.put(bg_a.reshape(-1), triples, bg * (1 - a_reach))
     size = (SECOND_RADIUS, SECOND_RADIUS)  # the reach holds every window: no border to mind
     where = np.flatnonzero(band[inner])
-    blurred_alpha = cv2.blur(a_box, size).reshape(-1)[where][:, None].astype(np.float64)
-    blurred_fg = cv2.blur(fg_a, size).reshape(-1, 3)[where] / (blurred_alpha + EPS)
-    blurred_bg = cv2.blur(bg_a, size).reshape(-1, 3)[where] / ((1 - blurred_alpha) + EPS)
-    a = a_box.reshape(-1)[where][:, None].astype(np.float64)
+    blurred_alpha = np.take(cv2.blur(a_box, size).reshape(-1), where)[:, None].astype(
+        np.float64)
+    blurred_fg = np.take(cv2.blur(fg_a, size).reshape(-1, 3), where, axis=0)
+    blurred_fg /= blurred_alpha + EPS
+    blurred_bg = np.take(cv2.blur(bg_a, size).reshape(-1, 3), where, axis=0)
+    blurred_bg /= (1 - blurred_alpha) + EPS
+    a = np.take(a_box.reshape(-1), where)[:, None].astype(np.float64)
     rows, cols = np.divmod(where, right - left)
-    rows += top
-    cols += left
-    colour = image[rows, cols] / 255.0
+    at = (rows + top) * image.shape[1] + cols + left
+    colour = np.take(image.reshape(-1, 3), at, axis=0) / 255.0
     fg2 = blurred_fg + a * (colour - a * blurred_fg - (1 - a) * blurred_bg)
-    return rows, cols, np.clip(fg2, 0, 1)
+    return at, np.clip(fg2, 0, 1)
+
+
+def _put(out: np.ndarray, at: np.ndarray, colours: np.ndarray) -> np.ndarray:
+    """``out`` (H, W, 3) with the pixels at flat indices ``at`` set to ``colours`` (n, 3)."""
+    triples = (at[:, None] * 3 + np.arange(3)).reshape(-1)
+    np.put(out.reshape(-1), triples, colours)
+    return out
 
 
 def blur_fusion(image: np.ndarray, alpha: np.ndarray, radius: int = FIRST_RADIUS
@@ -159,10 +186,7 @@ def blur_fusion(image: np.ndarray, alpha: np.ndarray, radius: int = FIRST_RADIUS
     out = cv2.copyTo(image, (alpha == 255).view(np.uint8)).astype(np.float32)
     out *= np.float32(1 / 255)
     band = _band(image, alpha, radius)
-    if band is not None:
-        rows, cols, colours = band
-        out[rows, cols] = colours
-    return out
+    return out if band is None else _put(out, *band)
 
 
 def blur_fusion_uint8(image: np.ndarray, alpha: np.ndarray, radius: int = FIRST_RADIUS
@@ -170,10 +194,10 @@ def blur_fusion_uint8(image: np.ndarray, alpha: np.ndarray, radius: int = FIRST_
     """:func:`blur_fusion` rounded to uint8, without a float copy of the whole image."""
     out = cv2.copyTo(image, (alpha == 255).view(np.uint8))
     band = _band(image, alpha, radius)
-    if band is not None:
-        rows, cols, colours = band
-        out[rows, cols] = np.round(colours * 255)
-    return out
+    if band is None:
+        return out
+    at, colours = band
+    return _put(out, at, np.round(colours * 255).astype(np.uint8))
 
 
 def estimate(image: np.ndarray, alpha: np.ndarray, estimator: str) -> np.ndarray:
