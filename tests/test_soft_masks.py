@@ -160,8 +160,8 @@ def test_fine_tuning_on_soft_mattes_keeps_soft_edges_and_on_binary_copies_does_n
         log = (run / "train.log").read_text()
         kind = "soft (alpha mattes)" if masks == "gt" else "binary: 0.00%"
         assert f"masks: {kind}" in log and "trained as they are" in log
-    assert shares["gt"] > 0.8, shares  # measured: 0.99
-    assert shares["gt-binary"] < 0.5, shares  # measured: 0.35
+    assert shares["gt"] > 0.8, shares  # measured: 0.98 (the base model: 1.0)
+    assert shares["gt-binary"] < 0.5, shares  # measured: 0.28
 
 
 def test_check_data_says_binary_or_soft(tmp_path: Path, capsys) -> None:

@@ -75,14 +75,16 @@ def _phi_table(step: float = STEP) -> np.ndarray:
     return 1 - diff * (diff >= 0.15)
 
 
-def apply_trimap(pred: np.ndarray, trimap: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The prediction with the trimap's known values, and the measured region (a bool map).
+def apply_trimap(pred: np.ndarray, trimap: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The prediction with the trimap's known values, and the measured region (a bool map;
+    None: every pixel).
 
     Raises:
         EmptyRegion: the trimap has no unknown (128) pixel.
     """
     if trimap is None:
-        return pred, np.ones(pred.shape, bool)
+        return pred, None
     region = trimap == UNKNOWN
     if not region.any():
         raise EmptyRegion("the trimap has no unknown pixel (value 128): the matting metrics "
@@ -93,26 +95,37 @@ def apply_trimap(pred: np.ndarray, trimap: np.ndarray | None) -> tuple[np.ndarra
     return masked, region
 
 
-def _box(region: np.ndarray, margin: int) -> tuple[slice, slice]:
-    """The region's bounding box grown by ``margin`` pixels (clipped to the image)."""
+def _measured(array: np.ndarray, region: np.ndarray | None) -> np.ndarray:
+    """The region's values of a map, row-major (every value when ``region`` is None)."""
+    return array.reshape(-1) if region is None else array[region]
+
+
+def _box(region: np.ndarray | None, margin: int, shape: tuple[int, ...] = ()
+         ) -> tuple[slice, slice]:
+    """The region's bounding box grown by ``margin`` pixels (clipped to the image); the
+    whole image (of ``shape``) for None."""
+    if region is None:
+        return slice(0, shape[0]), slice(0, shape[1])
     rows, cols = np.flatnonzero(region.any(axis=1)), np.flatnonzero(region.any(axis=0))
     height, width = region.shape
     return (slice(max(rows[0] - margin, 0), min(rows[-1] + margin + 1, height)),
             slice(max(cols[0] - margin, 0), min(cols[-1] + margin + 1, width)))
 
 
-def _gradient_magnitude(level: np.ndarray, box: tuple[slice, slice], inside: np.ndarray
+def _gradient_magnitude(level: np.ndarray, box: tuple[slice, slice], inside: np.ndarray | None
                         ) -> np.ndarray:
-    """``|grad x'|`` at the flat indices ``inside`` of the box (``x'``: the whole image
-    min-max scaled to [0, 1])."""
+    """``|grad x'|`` at the flat indices ``inside`` of the box (None: all of it; ``x'``: the
+    whole image min-max scaled to [0, 1])."""
     low, high = int(level.min()), int(level.max())
     if high == low:  # cv2.normalize's NORM_MINMAX: a constant map becomes 0
-        return np.zeros(inside.size)
+        return np.zeros(level[box].size if inside is None else inside.size)
     gauss, dgauss = gaussian_derivative()
     part = level[box].astype(np.float64)
     gx = cv2.sepFilter2D(part, cv2.CV_64F, dgauss, gauss, borderType=cv2.BORDER_REPLICATE)
     gy = cv2.sepFilter2D(part, cv2.CV_64F, gauss, dgauss, borderType=cv2.BORDER_REPLICATE)
-    gx, gy = gx.reshape(-1)[inside], gy.reshape(-1)[inside]
+    gx, gy = gx.reshape(-1), gy.reshape(-1)
+    if inside is not None:
+        gx, gy = np.take(gx, inside), np.take(gy, inside)
     gx *= gx
     gy *= gy
     gx += gy
@@ -121,11 +134,11 @@ def _gradient_magnitude(level: np.ndarray, box: tuple[slice, slice], inside: np.
     return gx
 
 
-def gradient_error(pred: np.ndarray, gt: np.ndarray, region: np.ndarray) -> float:
+def gradient_error(pred: np.ndarray, gt: np.ndarray, region: np.ndarray | None) -> float:
     """Grad (see the module docstring), / 1000."""
     half = len(gaussian_derivative()[0]) // 2
-    box = _box(region, half)  # the filter reads `half` pixels around each measured one
-    inside = np.flatnonzero(region[box])
+    box = _box(region, half, pred.shape)  # the filter reads `half` pixels around each one
+    inside = None if region is None else np.flatnonzero(region[box])
     diff = _gradient_magnitude(pred, box, inside)
     diff -= _gradient_magnitude(gt, box, inside)
     return float(np.dot(diff, diff)) / 1000
@@ -142,34 +155,33 @@ def _largest_component(mask: np.ndarray) -> tuple[np.ndarray, int]:
     return labels, 1 + int(np.argmax(sizes[1:]))
 
 
-def round_down_index(pred: np.ndarray, gt: np.ndarray, region: np.ndarray) -> np.ndarray:
-    """For each region pixel (row-major), the index of its ``l`` in ``_phi_table``'s
+def round_down_index(pred: np.ndarray, gt: np.ndarray, region: np.ndarray | None
+                     ) -> np.ndarray:
+    """For each measured pixel (row-major), the index of its ``l`` in ``_phi_table``'s
     columns (uint8)."""
     levels = _threshold_levels()
     both = np.minimum(pred, gt)
     first = both >= levels[0]
-    if not first.any():
-        return np.zeros(np.count_nonzero(region), np.uint8)  # outside every intersection
-    box = _box(first, 0)  # every intersection lies inside the first one's box
-    in_box = np.zeros(region.shape, bool)
-    in_box[box] = True
-    index = np.zeros(region.shape, np.uint8)[region]
-    inside = in_box[region]  # the region pixels in the box, and their flat indices there
-    at = np.flatnonzero(region[box])
-    local = np.full(at.size, len(levels), np.uint8)  # never left: l = 1
-    part = both[box]
-    for i in range(len(levels) - 1, -1, -1):  # the smallest i a pixel is outside wins
-        labels, largest = _largest_component(part >= levels[i])
-        local[labels.reshape(-1)[at] != largest] = i
-    index[inside] = local
-    return index
+    index = np.zeros(pred.shape, np.uint8)  # outside every intersection: l = 0
+    if first.any():
+        box = _box(first, 0)  # every intersection lies inside the first one's box
+        local = index[box]
+        local[...] = len(levels)  # never left: l = 1
+        part = both[box]
+        for i in range(len(levels) - 1, -1, -1):  # the smallest i a pixel is outside wins
+            labels, largest = _largest_component(part >= levels[i])
+            np.putmask(local, labels != largest, i)
+    return _measured(index, region)
 
 
-def connectivity_error(pred: np.ndarray, gt: np.ndarray, region: np.ndarray) -> float:
+def connectivity_error(pred: np.ndarray, gt: np.ndarray, region: np.ndarray | None) -> float:
     """Conn (see the module docstring), / 1000."""
     table = _phi_table()
-    index = round_down_index(pred, gt, region)
-    return float(np.abs(table[pred[region], index] - table[gt[region], index]).sum()) / 1000
+    columns = table.shape[1]
+    index = round_down_index(pred, gt, region).astype(np.intp)
+    phi_pred = np.take(table, _measured(pred, region).astype(np.intp) * columns + index)
+    phi_pred -= np.take(table, _measured(gt, region).astype(np.intp) * columns + index)
+    return float(np.abs(phi_pred, out=phi_pred).sum()) / 1000
 
 
 def matting_errors(pred: np.ndarray, gt: np.ndarray, trimap: np.ndarray | None = None
@@ -181,7 +193,7 @@ def matting_errors(pred: np.ndarray, gt: np.ndarray, trimap: np.ndarray | None =
         EmptyRegion: the trimap has no unknown pixel.
     """
     pred, region = apply_trimap(pred, trimap)
-    diff = pred[region].astype(np.int32) - gt[region]
+    diff = _measured(pred, region).astype(np.int32) - _measured(gt, region)
     count = diff.size
     absolute = int(np.abs(diff).sum())
     squared = int(np.dot(diff.astype(np.int64), diff))
