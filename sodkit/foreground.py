@@ -94,11 +94,11 @@ def _box_sums(area: np.ndarray, size: int, corners: np.ndarray) -> np.ndarray:
     (n, channels) float64: four look-ups each, exact."""
     flat = _integral(area)
     width = area.shape[1] + 1
-    sums = np.take(flat, corners + size * width + size, axis=0).astype(np.float64)
-    sums -= np.take(flat, corners + size, axis=0)
-    sums -= np.take(flat, corners + size * width, axis=0)
+    sums = np.take(flat, corners + size * width + size, axis=0)  # in the integral's type:
+    sums -= np.take(flat, corners + size, axis=0)  # a window's int32 sum fits, whatever the
+    sums -= np.take(flat, corners + size * width, axis=0)  # corners' values (wrapping)
     sums += np.take(flat, corners, axis=0)
-    return sums
+    return sums.astype(np.float64)
 
 
 def _weighted_sums(img: np.ndarray, a: np.ndarray, size: int, corners: np.ndarray
