@@ -32,6 +32,9 @@ def assign_trimaps(args: argparse.Namespace, jobs: list[Job], families: tuple[st
     if "matting" not in families:
         logger.warning("--trimaps is read only by --compute matting; ignored")
         return
+    if getattr(args, "groups", False):
+        raise UserError("--trimaps are matched to the GTs by flat stem; they do not go with "
+                        "--groups")
     folders: dict[str | None, Path] = {}
     for spec in args.trimaps:
         name, folder = split(spec, "trimaps")
