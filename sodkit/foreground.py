@@ -137,6 +137,37 @@ def _first_pass(image: np.ndarray, alpha: np.ndarray, reach: np.ndarray, size: i
     return np.clip(fg, 0, 1), blurred_bg, bounds, flat
 
 
+TILE = 64  # the second pass box-filters the tiles of this side that hold band pixels
+
+
+def _second_sums(maps: list[np.ndarray], band: np.ndarray
+                 ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The band's pixels (flat indices in the box, grouped by tile) and the second pass's box
+    means of each map there: ``cv2.blur`` of each tile holding band pixels, grown by the
+    window's reach (the box's border reflected where the tile meets it, as the whole image's
+    would be: a band pixel's window crosses the box only at the image's border)."""
+    height, width = band.shape
+    across = -(-width // TILE)
+    where = np.flatnonzero(band)
+    rows, cols = np.divmod(where, width)
+    tiles = (rows // TILE) * across + cols // TILE
+    order = np.argsort(tiles, kind="stable")
+    where, rows, cols, tiles = where[order], rows[order], cols[order], tiles[order]
+    starts = np.flatnonzero(np.diff(tiles, prepend=-1))
+    outs = [np.empty((where.size, 1 if m.ndim == 2 else m.shape[2]), np.float32) for m in maps]
+    reach, size = SECOND_RADIUS // 2, (SECOND_RADIUS, SECOND_RADIUS)
+    for start, stop in zip(starts, [*starts[1:], where.size], strict=True):
+        tile_row, tile_col = divmod(int(tiles[start]), across)
+        y0, x0 = max(tile_row * TILE - reach, 0), max(tile_col * TILE - reach, 0)
+        y1 = min((tile_row + 1) * TILE + reach, height)
+        x1 = min((tile_col + 1) * TILE + reach, width)
+        local = (rows[start:stop] - y0) * (x1 - x0) + cols[start:stop] - x0
+        for out, array in zip(outs, maps, strict=True):
+            blurred = cv2.blur(array[y0:y1, x0:x1], size)
+            out[start:stop] = np.take(blurred.reshape(-1, out.shape[1]), local, axis=0)
+    return where, outs
+
+
 def _band(image: np.ndarray, alpha: np.ndarray, radius: int
           ) -> tuple[np.ndarray, np.ndarray] | None:
     """The second pass at the band R2: its pixels' flat indices in the image and their float64
@@ -156,17 +187,14 @@ def _band(image: np.ndarray, alpha: np.ndarray, radius: int
     triples = (flat[:, None] * 3 + np.arange(3)).reshape(-1)
     np.put(fg_a.reshape(-1), triples, fg * a_reach)
     np.put(bg_a.reshape(-1), triples, bg * (1 - a_reach))
-    size = (SECOND_RADIUS, SECOND_RADIUS)  # the reach holds every window: no border to mind
-    where = np.flatnonzero(band[inner])
-    blurred_alpha = np.take(cv2.blur(a_box, size).reshape(-1), where)[:, None].astype(
-        np.float64)
-    blurred_fg = np.take(cv2.blur(fg_a, size).reshape(-1, 3), where, axis=0)
-    blurred_fg /= blurred_alpha + EPS
-    blurred_bg = np.take(cv2.blur(bg_a, size).reshape(-1, 3), where, axis=0)
-    blurred_bg /= (1 - blurred_alpha) + EPS
-    a = np.take(a_box.reshape(-1), where)[:, None].astype(np.float64)
+    where, (blurred_alpha, blurred_fg, blurred_bg) = _second_sums([a_box, fg_a, bg_a],
+                                                                  band[inner])
+    blurred_alpha = blurred_alpha.astype(np.float64)
+    blurred_fg = blurred_fg / (blurred_alpha + EPS)
+    blurred_bg = blurred_bg / ((1 - blurred_alpha) + EPS)
     rows, cols = np.divmod(where, right - left)
     at = (rows + top) * image.shape[1] + cols + left
+    a = np.take(alpha.reshape(-1), at)[:, None] / 255.0
     colour = np.take(image.reshape(-1, 3), at, axis=0) / 255.0
     fg2 = blurred_fg + a * (colour - a * blurred_fg - (1 - a) * blurred_bg)
     return at, np.clip(fg2, 0, 1)
