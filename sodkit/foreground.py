@@ -5,10 +5,10 @@ keeps a halo of the old background ``B``. An estimator recovers ``F``:
 
 * ``blur-fusion``: the two-pass blur-fusion estimate (Forte and Pitie's fast foreground
   estimation) as BiRefNet's ``image_proc.refine_foreground`` runs it on the CPU
-  (``FB_blur_fusion_foreground_estimator_cpu_2``: box radius 90, then 6). The default.
+  (``FB_blur_fusion_foreground_estimator_cpu_2``: box radius 90, then 6).
 * ``ml``: pymatting's multi-level estimate (``estimate_foreground_ml``; the ``cutout`` extra):
   slower, smoother.
-* ``none``: the image's colours as they are.
+* ``none``: the image's colours as they are (the default of ``predict`` and the API).
 
 Blur-fusion here computes the authors' values (to 1/255: ``benchmarks/foreground_speed.py``)
 from fewer passes. A pixel of alpha 1 keeps its colour and one whose second-pass window holds
@@ -16,7 +16,8 @@ no alpha gets 0, so only the band ``R2`` of pixels with alpha < 1 within the win
 alpha > 0 is computed. The first pass's box sums there come from integral images of the uint8
 data (exact integer sums, 4 look-ups per pixel, the image's border reflected as ``cv2.blur``
 reflects it), and only on the band grown by the second window (``R1``); the second pass box-
-filters the band's bounding box. Everything else is one copy.
+filters the 64 px tiles that hold band pixels. Everything else is one copy. Gathers and
+scatters use ``np.take`` / ``np.put``: fancy indexing of (n, 3) rows cost 14x more.
 """
 
 from __future__ import annotations
