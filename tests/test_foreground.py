@@ -94,3 +94,24 @@ def test_estimator_choice_is_checked_before_any_work(capsys) -> None:
     assert "--estimate-foreground means --foreground ml" in capsys.readouterr().err
     assert main([*base, "--foreground", "blur-fusion"]) == 2
     assert "apply to --save cutout" in capsys.readouterr().err
+
+
+def test_predict_cutout_with_blur_fusion_writes_its_colours(trained, data_root, tmp_path):
+    """``predict --save cutout --foreground blur-fusion``: the mask as alpha, the estimator's
+    colours under it (the same as the mask file and the image give)."""
+    import cv2
+
+    from sodkit.imageio import read_image, read_mask
+
+    images = sorted((data_root / "DUTS-TE" / "DUTS-TE-Image").glob("*.jpg"))[:2]
+    checkpoint = str(trained / "checkpoints" / "last.pt")
+    base = ["predict", "--checkpoint", checkpoint, "--workers", "0", *map(str, images)]
+    assert main([*base, "--out", str(tmp_path / "mask")]) == 0
+    assert main([*base, "--out", str(tmp_path / "cut"), "--save", "cutout",
+                 "--foreground", "blur-fusion"]) == 0
+    for image in images:
+        mask = read_mask(tmp_path / "mask" / f"{image.stem}.png")
+        cut = cv2.cvtColor(cv2.imread(str(tmp_path / "cut" / f"{image.stem}.png"),
+                                      cv2.IMREAD_UNCHANGED), cv2.COLOR_BGRA2RGBA)
+        assert np.array_equal(cut[:, :, 3], mask)
+        assert np.array_equal(cut[:, :, :3], blur_fusion_uint8(read_image(image), mask))
