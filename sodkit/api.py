@@ -1,7 +1,8 @@
 """The Python API: a trained model in a few lines, with the same results as ``sodkit predict``.
 
     import sodkit
-    model = sodkit.load("model.safetensors", device="auto")   # or a training checkpoint
+    model = sodkit.load("model.safetensors", device="auto")   # or a checkpoint, or a name
+                                                              # ("birefnet-general-lite")
     mask = model.predict("photo.jpg")                         # float32 (H, W) in [0, 1]
     rgba = model.cutout("photo.jpg")                          # PIL RGBA, the mask as alpha
 
@@ -171,20 +172,23 @@ class Model:
 
 def load(path: str | Path, device: str = "auto", weights: str = "auto",
          size: int | None = None) -> Model:
-    """A model file (``.safetensors``, from ``sodkit export --model``) or a training checkpoint,
-    on ``device`` (``auto``: CUDA when there is one). ``weights`` as ``--weights``: ``auto``
-    (EMA when the checkpoint has it), ``ema`` or ``model``; ``size``: the network's input side
-    (default: the training size, as ``sodkit predict``)."""
-    from .commands._common import checkpoint_config, load_weights
+    """A model file (``.safetensors``, from ``sodkit export --model``), a training checkpoint,
+    or a model's name (``sodkit models`` lists them: fetched, verified and converted on first
+    use, then read from the cache; an existing file of that name wins), on ``device``
+    (``auto``: CUDA when there is one). ``weights`` as ``--weights``: ``auto`` (EMA when the
+    checkpoint has it), ``ema`` or ``model``; ``size``: the network's input side (default: the
+    training size, as ``sodkit predict``)."""
     from .config.schema import MAX_SIZE, MIN_SIZE
     from .network import build_network
+    from .published.fetch import model_source
     from .torchfile import load_checkpoint
+    from .trained import checkpoint_config, load_weights
 
     if weights not in ("auto", "ema", "model"):
         raise UserError(f"weights {weights!r}: choose auto, ema or model")
     if size is not None and not MIN_SIZE <= size <= MAX_SIZE:
         raise UserError(f"size {size}: must be in [{MIN_SIZE}, {MAX_SIZE}]")
-    source = Path(path).expanduser()
+    source = model_source(path)
     state = load_checkpoint(source, mmap=True)
     cfg = checkpoint_config(state, source)
     target = _device(device)

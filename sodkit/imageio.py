@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 
 from .errors import DataError
+from .grey import to_uint8
 from .limits import check_pixels, read_file
 from .mask_encoding import decode_mask
 from .png import decode_grey
@@ -217,21 +218,9 @@ def _oriented(array: np.ndarray, orientation: int) -> np.ndarray:
     return array
 
 
-def _to_uint8(array: np.ndarray) -> np.ndarray:
-    if array.dtype == np.uint8:
-        return array
-    if array.dtype == np.uint16:
-        # the high byte, as OpenCV's imread (libpng's strip_16) keeps it: cv2.imread(p, 0) and
-        # cv2.imread(p) of a 16-bit PNG read so (sodkit/grey.py)
-        return (array >> 8).astype(np.uint8)
-    if np.issubdtype(array.dtype, np.floating):  # float TIFFs: assume [0, 1]
-        return np.clip(np.rint(array * 255.0), 0, 255).astype(np.uint8)
-    return np.clip(array, 0, 255).astype(np.uint8)
-
-
 def read_image(path: str | Path, encoded: bytes | None = None) -> np.ndarray:
     """Any image file -> uint8 RGB array (H, W, 3); grey is replicated, alpha is dropped."""
-    array = _to_uint8(_decoded(path, encoded)[0])
+    array = to_uint8(_decoded(path, encoded)[0])
     if array.ndim == 2:
         return cv2.cvtColor(array, cv2.COLOR_GRAY2RGB)
     if array.shape[2] == 4:
@@ -335,7 +324,7 @@ def _opencv_grey(raw: np.ndarray, encoded: bytes, orientation: int) -> np.ndarra
         return png_grey(raw)
     grey = decoded_grey(encoded)
     if grey is None:  # decoded in colour, not as grey: OpenCV's conversion of the colours
-        return cv2.cvtColor(_to_uint8(raw)[:, :, :3], cv2.COLOR_BGR2GRAY)
+        return cv2.cvtColor(to_uint8(raw)[:, :, :3], cv2.COLOR_BGR2GRAY)
     return _oriented(grey, orientation)
 
 

@@ -28,6 +28,20 @@ from .text import plural
 
 MAX_AUTO_WORKERS = 8
 WORKERS_PER_CORE = 2
+_STARTED_BY_COMMAND = False
+
+
+def mark_started_by_command() -> None:
+    """Called once by the ``sodkit`` command's entry point (:func:`sodkit.cli.console_main`)."""
+    global _STARTED_BY_COMMAND
+    _STARTED_BY_COMMAND = True
+
+
+def started_by_command() -> bool:
+    """Whether this process is the ``sodkit`` command's own (not a test or a notebook that calls
+    :func:`sodkit.cli.main`): nothing but the command has run in it, so process-wide choices
+    (a fork server for worker pools) are safe."""
+    return _STARTED_BY_COMMAND
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.config.loader import ConfigError
 from sodkit.config.schema import EvalCfg
 from sodkit.engine.checkpoint import CheckpointManager
+from sodkit.errors import ConfigError
 from sodkit.metrics.families import FAMILIES
 from sodkit.metrics.testing import realistic_pair
 from tests.families_fixtures import (

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from sodkit.cli import main
-from sodkit.config.loader import ConfigError
 from sodkit.config.schema import EvalCfg
 from sodkit.engine.checkpoint import CheckpointManager
+from sodkit.errors import ConfigError
 from sodkit.metrics.families import FAMILIES
 from sodkit.metrics.keys import families_with, lower_is_better, selectable_keys
 from sodkit.report import ranking

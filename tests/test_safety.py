@@ -18,7 +18,8 @@ import torch
 
 from sodkit.cli import main
 from sodkit.errors import UserError
-from sodkit.paths import MARKER, check_name, inside, name_problem
+from sodkit.outputs import MARKER
+from sodkit.paths import check_name, inside, name_problem
 from sodkit.torchfile import load_checkpoint, numpy_state, plain_numpy_state
 from tests.sod_fixtures import tiny_overrides
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..argtypes import int_in
 from ..errors import UserError
-from ._common import int_in
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics

@@ -113,7 +113,7 @@ def fork_is_safe() -> bool:
     torchrun), and on Linux (macOS system libraries are not fork-safe). Anywhere else (tests,
     notebooks, torchrun) the fork server is used.
     """
-    from ..cli import started_by_command
+    from ..resources import started_by_command
 
     return (started_by_command() and sys.platform.startswith("linux")  # macOS: fork-unsafe
             and threading.active_count() == 1 and "torch" not in sys.modules)

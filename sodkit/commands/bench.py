@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import add_config_arguments, int_in, user_path
+from ..argtypes import int_in, user_path
+from ._common import add_config_arguments
 
 HELP = "measure memory (plain/checkpointing/amp/amp+checkpointing) or speed of a config"
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import add_config_arguments, int_in, load_cli_config
+from ..argtypes import int_in
+from ._common import add_config_arguments, load_cli_config
 
 HELP = "check the recipe's datasets (missing, unpaired, unreadable, mismatched files); exit 1 " \
        "on problems"

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..argtypes import int_in, user_path
 from ..errors import DataError, UserError
 from ..text import plural
-from ._common import int_in, user_path
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics

@@ -10,8 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..argtypes import int_in, user_path
 from ..config.schema import MAX_SIZE
-from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
+from ..trained import checkpoint_config, load_weights
+from ._common import add_weights_argument
 
 if TYPE_CHECKING:
     from ..outputs import OutputFolder

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import user_path
+from ..argtypes import user_path
 
 HELP = "convert an author's released checkpoint (minet-r50, f3net-r50, birefnet) into a sodkit " \
        "model file"

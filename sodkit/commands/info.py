@@ -1,6 +1,8 @@
 """``sodkit info CONFIG|CHECKPOINT``: parameters, FLOPs at the input size, feature maps, what is
 registered; of a recipe's network, or of the network a checkpoint or model file holds (its
-stored config, with the overrides on top)."""
+stored config, with the overrides on top). ``--json`` adds ``config``: what ``sodkit train``
+of the same arguments runs (of a checkpoint or model file, its fine-tuning recipe:
+:mod:`sodkit.finetune`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ if TYPE_CHECKING:
     from ..config import Config
 
 HELP = ("parameters, FLOPs at the input size and feature maps of a config's network, or of a "
-        "checkpoint's or model file's")
+        "checkpoint's or model file's; --json adds the config `sodkit train` would run")
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 
 
@@ -47,7 +49,11 @@ def checkpoint_source(args: argparse.Namespace) -> tuple[Config, dict[str, Any]]
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..config import to_dict
+    from ._common import recipe_source
+
     about = None
+    args.config = str(recipe_source(args.config))  # a model's name: its cached model file
     if Path(args.config).suffix.lower() in CHECKPOINT_SUFFIXES:
         cfg, about = checkpoint_source(args)
     else:
@@ -58,5 +64,7 @@ def run(args: argparse.Namespace) -> int:
     info = describe(cfg)
     if about is not None:
         info = {"source": about, **info}
+    if args.json:  # what `sodkit train` of the same arguments would run
+        info["config"] = to_dict(load_cli_config(args) if about is not None else cfg)
     print(json.dumps(info, indent=2) if args.json else format_description(info))
     return 0

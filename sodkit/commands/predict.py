@@ -13,15 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..argtypes import float_in, int_in, user_path
 from ..config.schema import MAX_SIZE, MIN_SIZE
-from ._common import (
-    add_weights_argument,
-    checkpoint_config,
-    float_in,
-    int_in,
-    load_weights,
-    user_path,
-)
+from ..trained import checkpoint_config, load_weights
+from ._common import add_model_arguments, add_weights_argument, resolve_model_argument
 
 if TYPE_CHECKING:
     from ..cutout import Rendering
@@ -31,8 +26,7 @@ HELP = "predict saliency masks for images (files or folders), each at its own re
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files and/or folders")
-    parser.add_argument("--checkpoint", required=True,
-                        help="a .pt file written by sodkit train, or a model file")
+    add_model_arguments(parser)
     parser.add_argument("--out", required=True, type=user_path,
                         help="folder for the <stem>.png masks (new, empty, or sodkit's own)")
     parser.add_argument("--force", action="store_true",
@@ -124,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     paths = collect_inputs(args.inputs)
     out = Path(args.out)
     check_out(out, args.inputs, paths, args.force)
+    resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
     state = load_checkpoint(args.checkpoint, mmap=True)
     cfg = checkpoint_config(state, Path(args.checkpoint))
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))

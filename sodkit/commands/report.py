@@ -11,8 +11,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..argtypes import user_path
 from ..errors import UserError
-from ._common import user_path
 
 if TYPE_CHECKING:
     from ..report.figure_style import FigureStyle

@@ -16,13 +16,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..argtypes import user_path
+from ..trained import load_weights
 from ._common import (
     add_config_arguments,
+    add_model_arguments,
     add_weights_argument,
     load_cli_config,
-    load_weights,
+    resolve_model_argument,
     run_dir_of,
-    user_path,
 )
 
 if TYPE_CHECKING:
@@ -35,8 +37,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--checkpoint", required=True,
-                        help="a .pt file written by sodkit train, or a model file")
+    add_model_arguments(parser)  # --model NAME: its own network, CONFIG's test sets
     parser.add_argument("--out", type=user_path,
                         help="folder for this evaluation (default: <run folder>/eval/"
                              "<checkpoint name>/, beside the training run's results)")
@@ -48,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def output_folder(args: argparse.Namespace, run_dir: Path) -> Path:
     """Where this evaluation goes, checked before any work (inputs are never outputs)."""
     from ..errors import UserError
-    from ..outputs import check_claim
-    from ..paths import check_name, check_not_input, check_removable
+    from ..outputs import check_claim, check_removable
+    from ..paths import check_name, check_not_input
 
     checkpoint = Path(args.checkpoint)
     out = Path(args.out) if args.out else run_dir / "eval" / check_name(
@@ -82,7 +83,9 @@ def follow_preprocess(cfg: Config, state: dict) -> Config:
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
+    resolve_model_argument(args, fetch=False)  # its name names the output folder
     out = output_folder(args, run_dir_of(cfg))
+    resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
 
     from ..data import build_test_loaders
     from ..engine.evaluator import eval_output_paths, evaluate, write_eval_outputs
@@ -91,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.runtime import Runtime
     from ..errors import UserError
     from ..network import build_network
-    from ..outputs import claim
-    from ..paths import check_not_input, remove_run_folder
+    from ..outputs import claim, remove_run_folder
+    from ..paths import check_not_input
     from ..resources import keep_freed_memory
     from ..torchfile import load_checkpoint
 
@@ -105,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint, mmap=True)
         cfg = follow_preprocess(cfg, state)
+        if args.model:  # a model by name brings its network; CONFIG gives the test sets
+            from ..trained import checkpoint_config
+
+            stored = checkpoint_config(state, Path(args.checkpoint))
+            cfg = replace(cfg, model=replace(stored.model, pretrained=None, init_from=None))
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         check_not_input(out, _dataset_folders(loaders))
         pred_root = out / "predictions" if cfg.eval.save_predictions else None

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.logging import close_log_file, setup_logging
     from ..engine.runtime import Runtime
     from ..engine.trainer import Trainer
-    from ..paths import claim_folder, remove_run_folder
+    from ..outputs import claim, remove_run_folder
 
     runtime = Runtime(cfg.runtime)
     try:
@@ -54,14 +54,11 @@ def run(args: argparse.Namespace) -> int:
         if runtime.is_main:
             if args.overwrite:
                 remove_run_folder(run_dir, Path(cfg.output_root))
-            claim_folder(run_dir, "train")
+            claim(run_dir, "train", what="run folder")
         runtime.barrier()
         setup_logging(run_dir / "train.log", runtime.is_main)
         if state is not None:
             logger.info("resumed from %s at %s", resume, trainer.position())
-            if cfg.model.init_from:
-                logger.info("model.init_from is not loaded: a resumed run continues from its own "
-                            "state (it started from %s)", cfg.model.init_from)
         trainer.fit()
     finally:
         close_log_file(run_dir / "train.log")  # a later run in this process logs elsewhere
@@ -73,7 +70,7 @@ def _check_run_folder(run_dir: Path, output_root: Path, overwrite: bool,
                       resume: str | None) -> None:
     """Before any work: never train over another run, and never into a folder not sodkit's."""
     from ..errors import UserError
-    from ..paths import MARKER, check_removable, is_owned
+    from ..outputs import MARKER, check_removable, is_owned
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite exclude each other")

@@ -16,17 +16,13 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from ..errors import UserError
+from ..errors import ConfigError
 from ..output_names import check_dataset_name
 from ..paths import check_name
 from .derived import fit_backbone_size, fit_birefnet_batchnorm
 from .ranges import check_ranges, expand_paths
 from .schema import Config
 from .yamlio import load_yaml, read_yaml
-
-
-class ConfigError(UserError, ValueError):
-    """A config file or override the user must fix; the CLI exits with code 2."""
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -39,6 +35,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raw = read_yaml(path, ConfigError) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    for item in overrides or []:
+        _apply_override(raw, item)
+    return _validated(raw)
+
+
+def config_from_dict(raw: dict[str, Any], overrides: list[str] | None = None) -> Config:
+    """A recipe built in code (e.g. from a model file), ``key=value`` overrides applied and
+    checked as a YAML recipe is."""
     for item in overrides or []:
         _apply_override(raw, item)
     return _validated(raw)

@@ -292,7 +292,9 @@ class RuntimeCfg:
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     seed: int = ranged(42, low=0, high=2**32 - 1)  # numpy's seed range
     deterministic: bool = False
-    precision: Literal["fp32", "fp16", "bf16"] = "fp32"  # autocast dtype (fp16 needs CUDA)
+    # autocast dtype (fp16 needs CUDA); fp64: weights, activations and losses in float64, no
+    # autocast (several times slower: for numerical checks whose round-off must not decide)
+    precision: Literal["fp32", "fp16", "bf16", "fp64"] = "fp32"
     # torch intra-op threads per process; None = from the cores
     num_threads: int | None = ranged(None, above=0, hint="null: from the cores")
     sync_bn: bool = False  # BatchNorm statistics over all processes (CUDA SyncBatchNorm, or CPU)

@@ -22,9 +22,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..config.loader import ConfigError
 from ..config.schema import DatasetCfg
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..folder_names import dataset_name
 from ..imageio import (
     IMAGE_EXTENSIONS,

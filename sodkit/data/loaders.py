@@ -23,11 +23,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from ..config.loader import ConfigError
 from ..config.schema import Config
-from ..engine.launcher import shard_range
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..resources import cap_workers, resolve_workers
+from ..sharding import shard_range
 from ..text import plural
 from .checks import Issue, bad_stems, check_pairs, output_name_issues
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset

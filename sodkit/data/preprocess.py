@@ -31,8 +31,8 @@ import cv2
 import numpy as np
 import torch
 
-from ..config.loader import ConfigError
 from ..config.schema import DataCfg
+from ..errors import ConfigError
 
 PREPROCESSING = ("sodkit", "minet", "f3net", "birefnet", "birefnet-card")
 

@@ -74,19 +74,20 @@ matting model: P3M-10k, humans, AM-2k, AIM-500, Human-2k and Distinctions-646 co
 BG-20k, HIM2K, PPM-100) keeps each set as ``<name>/im`` and ``<name>/gt``: point a preset at
 such a folder with ``root`` (``{preset: p3m-500-np, root: Matting/TE-P3M-500-NP}``).
 
-The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default ``~/.cache/sodkit``), read when a
+The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default: the platform's user cache
+folder, ``~/.cache/sodkit`` on Linux: :mod:`sodkit.cache`), read when a
 config is resolved so that the environment variable can be set late (tests do).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir
 from ..registry import Registry
 from . import synthetic
 
@@ -123,11 +124,6 @@ def _add(key: str, preset: Preset) -> None:
 def get_preset(key: str) -> Preset:
     """The preset registered as ``key``; a KeyError that suggests the closest name otherwise."""
     return PRESETS.get(key)
-
-
-def cache_dir() -> Path:
-    """sodkit's cache folder: ``$SODKIT_CACHE`` or ``~/.cache/sodkit``."""
-    return Path(os.environ.get("SODKIT_CACHE") or "~/.cache/sodkit").expanduser()
 
 
 def demo_root() -> str:

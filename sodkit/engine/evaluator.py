@@ -200,7 +200,7 @@ def _run_dataset(
     for _ in range(writer.rounds):  # every rank the same rounds, shorter shards idle at the end
         batch = next(batches, None)
         probs = None if batch is None else predict_scores(
-            net, batch["image"].to(runtime.device, non_blocking=True), runtime, post,
+            net, runtime.on_device(batch["image"]), runtime, post,
             cfg.eval.precision, cfg.eval.tta)
         agree_on_round(runtime, probs, batch["name"] if batch else [], cfg.eval.precision,
                        stop=stop is not None and stop())

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..config.loader import ConfigError
-from ..errors import UserError
+from ..errors import ConfigError, UserError
 
 KEY = "model.init_from"
 _PREFIXES = ("module.", "_orig_mod.")  # DDP and torch.compile wrappers

@@ -12,11 +12,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from ..data.loaders import shard_range
 from ..errors import UserError
 from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
 from ..outputs import OutputFolder
 from ..paths import inside
+from ..sharding import shard_range
 from ..text import plural
 from .evaluator import MaskWriter, agree_on_round
 from .overlap import OutputThread
@@ -185,7 +185,7 @@ def predict_files(
             for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
                 batch = images.next()
                 probs = None if batch is None else predict_scores(
-                    model, batch["image"].to(runtime.device, non_blocking=True), runtime, post,
+                    model, runtime.on_device(batch["image"]), runtime, post,
                     tta=tta)
                 agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
                                else [])

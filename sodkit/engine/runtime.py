@@ -41,7 +41,7 @@ from .rng import rng_state, set_rng_state
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": None}
 
 
 # ---------------------------------------------------------------------- the runtime
@@ -63,6 +63,8 @@ class Runtime:
         if self.world_size > 1 and not dist.is_initialized():
             self._init_process_group()
         self.amp_dtype = _DTYPES[cfg.precision]
+        # the dtype of weights and inputs: float64 only for runtime.precision fp64
+        self.dtype = torch.float64 if cfg.precision == "fp64" else torch.float32
         self.check_precision(cfg.precision, "runtime.precision")
         # the scaler's device type follows the model's (a CPU GradScaler runs the same logic)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision == "fp16")
@@ -139,6 +141,8 @@ class Runtime:
         if self.distributed and self.cfg.sync_bn:
             model = self._sync_batchnorm(model)
         model = model.to(self.device)
+        if self.dtype == torch.float64:  # only then: a float32 run keeps any float64 buffer
+            model = model.to(dtype=self.dtype)
         if self.cfg.channels_last:
             model = model.to(memory_format=torch.channels_last)
         if self.distributed:
@@ -208,12 +212,16 @@ class Runtime:
         optimizer.zero_grad(set_to_none=True)
         return norm
 
+    def on_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A batch tensor on the device; floating ones in float64 under ``precision: fp64``."""
+        tensor = tensor.to(self.device, non_blocking=self.device.type == "cuda")  # from pinned
+        if self.dtype == torch.float64 and tensor.is_floating_point():
+            tensor = tensor.to(self.dtype)
+        return tensor
+
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        non_blocking = self.device.type == "cuda"  # overlaps with compute from pinned memory
-        batch = {
-            k: v.to(self.device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
-            for k, v in batch.items()
-        }
+        batch = {k: self.on_device(v) if isinstance(v, torch.Tensor) else v
+                 for k, v in batch.items()}
         if self.cfg.channels_last:
             batch = {k: to_channels_last(v) if isinstance(v, torch.Tensor) else v
                      for k, v in batch.items()}

@@ -43,9 +43,10 @@ class StepOutput:
 
 
 def to_float32(outputs: Any) -> Any:
-    """Network outputs (tensors in dicts / lists) in float32; no copy when already float32."""
+    """Network outputs (tensors in dicts / lists) in float32 at least (an fp64 run keeps its
+    float64); no copy when already there."""
     if isinstance(outputs, Tensor):
-        return outputs.float() if outputs.is_floating_point() else outputs
+        return outputs.float() if outputs.dtype in (torch.float16, torch.bfloat16) else outputs
     if isinstance(outputs, dict):
         return {k: to_float32(v) for k, v in outputs.items()}
     if isinstance(outputs, (list, tuple)):

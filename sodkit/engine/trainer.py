@@ -57,6 +57,7 @@ class Trainer:
         net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
         # model.init_from, on every rank before DDP and EMA copy the weights (a resume's own)
         self.init = None if resuming else init_model(net, cfg)
+        self.resuming = resuming  # the weights come from the run's own checkpoint
         # before DDP: the criterion may switch on outputs whose parameters DDP must then reduce
         self.criterion = build_criterion(cfg.loss, net, cfg.train.epochs).to(runtime.device)
         self.model = runtime.wrap(net)
@@ -188,7 +189,10 @@ class Trainer:
             with StopRequest(cfg.runtime.stop_grace_s) as stop:
                 self.stop = stop
                 if cfg.eval.at_start and self.step == 0 and self.start_results is None:
-                    self.start_results = evaluate_start(self)
+                    self.start_results = evaluate_start(
+                        self.ema.module if self.ema is not None else self.model,
+                        self.test_loaders, rt, cfg, self.run_dir, self.tb,
+                        lambda: stop.received is not None)
                 if self.epoch_step == 0 and self.epoch < cfg.train.epochs:
                     self._evaluate_if_due(self.epoch)  # a resumed run whose evaluation stopped
                 for epoch in range(self.epoch, cfg.train.epochs):
@@ -427,5 +431,10 @@ class Trainer:
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
                         for i, g in enumerate(self.optimizer.param_groups))
         logger.info("effective base LR per group (%s scaling): %s", self.cfg.optim.lr_scaling, lrs)
-        if self.init:
+        if self.resuming and (self.init or self.cfg.model.init_from):
+            started = (f" (the run started from {self.init.get('file')}, sha256 "
+                       f"{self.init.get('sha256')})" if isinstance(self.init, dict) else "")
+            logger.info("model.init_from is not loaded: a resumed run continues from its own "
+                        "checkpoint%s", started)
+        elif self.init:
             logger.info("model.init_from: %s", describe_init(self.init))

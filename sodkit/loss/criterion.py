@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config.loader import ConfigError
 from ..config.ranges import Range, check_number, check_ranges
 from ..config.schema import LossCfg
+from ..errors import ConfigError
 from ..module.conv import resize_to
 from .gradient import gradient_reference_loss
 from .schedule import LossSchedule, build_schedule, scheduled_names
@@ -106,7 +106,7 @@ class Criterion(nn.Module):
 
     def forward(self, outputs: Mapping[str, Any], mask: Tensor
                 ) -> tuple[Tensor, dict[str, Tensor]]:
-        mask = mask.float()
+        mask = mask if mask.dtype == torch.float64 else mask.float()
         total, values = self._weighted(outputs["logits"], mask)
         total = self.main_weight * total
         parts = {name: v.detach() for name, v in values.items()}

@@ -18,8 +18,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config.loader import ConfigError
 from ..config.schema import LossCfg, LossPhaseCfg
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)

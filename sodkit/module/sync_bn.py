@@ -35,7 +35,8 @@ class AllReduceBatchNorm(_BatchNorm):
         if not (self.training and _group_active()):
             return super().forward(input)
         self._check_input_dim(input)
-        x = input.float()  # moments in float32 whatever the autocast dtype
+        # moments in float32 whatever the autocast dtype (float64 kept: runtime.precision fp64)
+        x = input if input.dtype == torch.float64 else input.float()
         dims = [0, *range(2, x.dim())]
         shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
         count = x.new_tensor([x.numel() / x.shape[1]])

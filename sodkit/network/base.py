@@ -32,9 +32,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..backbone.stem import STEM
-from ..config.loader import ConfigError
 from ..config.ranges import check_ranges
 from ..config.schema import ModelCfg
+from ..errors import ConfigError
 from ..module import checkpoint_segment, resize_to
 from ..registry import Registry
 

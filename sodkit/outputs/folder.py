@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from .. import __version__
 from ..atomic import TEMP_PREFIX, atomic_target
 from ..errors import UserError
+from ..version import __version__
 
 logger = logging.getLogger(__name__)
 

@@ -4,10 +4,12 @@ which folder ``--overwrite`` may delete, where a single file named by the user m
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ..errors import UserError
+from ..paths import check_not_input
 from ..text import noun_for, plural
 from .folder import (
     MARKER,
@@ -121,6 +123,26 @@ def removal_problem(folder: str | Path, kind: str) -> str | None:
     return None
 
 
+def check_removable(folder: Path, output_root: Path, kind: str = "train") -> None:
+    """Refuse ``--overwrite`` of anything but a folder of ``kind`` strictly under output_root
+    that holds only what sodkit ``kind`` wrote there (:func:`sodkit.outputs.removal_problem`)."""
+    folder, root = Path(folder), Path(output_root)
+    if not folder.is_symlink():
+        resolved, root_resolved = folder.resolve(), root.resolve()
+        if resolved == root_resolved or not resolved.is_relative_to(root_resolved):
+            raise UserError(f"--overwrite: {folder} does not lie under {root}; nothing deleted")
+    problem = removal_problem(folder, kind)
+    if problem is not None:
+        raise UserError(f"--overwrite: {problem}; nothing deleted")
+
+
+def remove_run_folder(folder: Path, output_root: Path, kind: str = "train") -> None:
+    """Delete a folder for ``--overwrite``: only sodkit's own, of ``kind``, under output_root."""
+    check_removable(folder, output_root, kind)
+    if Path(folder).exists():
+        shutil.rmtree(Path(folder).resolve())
+
+
 def _unproven(folder: Path, kind: str) -> Iterator[Path]:
     """Files under ``folder`` that its record does not prove (none without a record)."""
     record = Record(folder)
@@ -143,8 +165,6 @@ def single_file(path: str | Path, kind: str, force: bool, what: str,
     folder (``force`` or not); in a folder of the user's, of ``kind`` or of ``report`` (where
     paper tables and pages go), never in another command's; if it exists, written by sodkit and
     unchanged since, or ``force``. Call again just before writing."""
-    from ..paths import check_not_input
-
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{what} {path} is a folder; give a file name")

@@ -155,14 +155,18 @@ def release_config(release: Release, recipe: str | Path | None = None) -> dict[s
 
 
 def import_weights(release: Release, source: str | Path, out: str | Path,
-                   recipe: str | Path | None = None) -> dict[str, Any]:
-    """Convert ``source`` into the model file ``out``; returns the provenance written."""
+                   recipe: str | Path | None = None, data: dict[str, Any] | None = None,
+                   about: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Convert ``source`` into the model file ``out``; returns the provenance written.
+    ``data``: ``data.*`` keys of the recipe to replace (a release's inference profile, e.g. its
+    input side); ``about``: more provenance (the catalogue's name and URL)."""
     from ..config.loader import stored_config
     from ..model_file import file_sha256, write_model_file
     from ..network import build_network
 
     source = Path(source).expanduser()
     config = release_config(release, recipe)  # a missing recipe fails before the big read
+    config["data"].update(data or {})
     weights, halves = release_state_dict(source, release)
     if release.variant is not None:  # which of the release's variants the file is
         found = release.variant(weights, source)
@@ -175,7 +179,7 @@ def import_weights(release: Release, source: str | Path, out: str | Path,
     fresh = sorted({k.rsplit(".", 1)[0] for k in fill if not k.endswith("num_batches_tracked")})
     provenance = {"source": source.name, "sha256": file_sha256(source), "format": release.name,
                   "weights": "released", "released_as": release.title,
-                  "half_to_float32": halves, "fresh": fresh}
+                  "half_to_float32": halves, "fresh": fresh, **(about or {})}
     write_model_file(out, renamed, config, provenance)
     logger.info("%s: %d tensors of %s (%d half precision, loaded as float32)%s -> %s",
                 source, len(weights), release.title, halves,
