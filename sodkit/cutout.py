@@ -17,18 +17,18 @@ pixels. Every function takes the probability map at the image's own size (float3
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import re
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import cv2
 import numpy as np
 
 from .errors import UserError
+from .foreground import (  # noqa: F401 (pymatting's estimator: its former home, kept importable)
+    check_foreground_estimation,
+    estimate_foreground,
+    foreground_estimator,
+)
 
 MODES = ("mask", "soft", "binary", "cutout", "overlay")
 COLORS = {"white": (255, 255, 255), "black": (0, 0, 0), "grey": (128, 128, 128),
@@ -54,55 +54,9 @@ def parse_color(text: str) -> tuple[int, int, int]:
     raise UserError(f"colour {text!r}: give a name ({', '.join(COLORS)}), #RRGGBB or R,G,B")
 
 
-def check_foreground_estimation() -> None:
-    """Foreground estimation needs pymatting (the ``cutout`` extra): asked before any work."""
-    try:
-        foreground_estimator()
-    except ImportError:
-        raise UserError("foreground estimation needs pymatting: pip install -e '.[cutout]' "
-                        "(or pip install pymatting)") from None
-
-
-@functools.cache
-def foreground_estimator() -> Callable[..., np.ndarray]:
-    """pymatting's multi-level foreground estimate (``estimate_foreground_ml``), loaded alone.
-
-    ``import pymatting`` imports every one of its subpackages, whose numba functions (each
-    declared with its signature) compile as they are defined: 43 s of CPU on the first import
-    after an install, before numba's cache serves the next ones. The estimator's module needs
-    numpy and numba only (3.5 s to compile): it is loaded by itself under its own name, so the
-    cache files it writes are the ones a plain ``import pymatting`` reads, and the other way
-    round. A pymatting laid out otherwise is imported whole. ImportError if it is missing."""
-    name = "pymatting.foreground.estimate_foreground_ml"
-    if name not in sys.modules:
-        spec = importlib.util.find_spec("pymatting")  # without importing it
-        if spec is None or spec.origin is None:
-            raise ImportError("pymatting")
-        source = Path(spec.origin).parent / "foreground" / "estimate_foreground_ml.py"
-        if not source.is_file():
-            from pymatting import estimate_foreground_ml
-            return estimate_foreground_ml
-        module_spec = importlib.util.spec_from_file_location(name, source)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module  # numba's cache finds the module by this name
-        try:
-            module_spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return sys.modules[name].estimate_foreground_ml
-
-
 def to_uint8(prob: np.ndarray) -> np.ndarray:
     """``round(p x 255)`` as uint8, like the ``mask`` files."""
     return np.clip(np.round(prob.astype(np.float32) * np.float32(255.0)), 0, 255).astype(np.uint8)
-
-
-def estimate_foreground(image: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """The object's own colours where alpha is soft (pymatting's multi-level estimate)."""
-    check_foreground_estimation()
-    fg = foreground_estimator()(image.astype(np.float64) / 255.0, alpha.astype(np.float64))
-    return np.clip(np.round(fg * 255.0), 0, 255).astype(np.uint8)
 
 
 def estimator_name(foreground: bool | str) -> str:

@@ -22,6 +22,12 @@ scatters use ``np.take`` / ``np.put``: fancy indexing of (n, 3) rows cost 14x mo
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
 import cv2
 import numpy as np
 
@@ -32,13 +38,57 @@ FIRST_RADIUS, SECOND_RADIUS = 90, 6  # refine_foreground(r=90) and its second pa
 EPS = 1e-5  # the authors' guard of each ratio
 
 
+def check_foreground_estimation() -> None:
+    """Foreground estimation needs pymatting (the ``cutout`` extra): asked before any work."""
+    try:
+        foreground_estimator()
+    except ImportError:
+        raise UserError("foreground estimation needs pymatting: pip install -e '.[cutout]' "
+                        "(or pip install pymatting)") from None
+
+
+@functools.cache
+def foreground_estimator() -> Callable[..., np.ndarray]:
+    """pymatting's multi-level foreground estimate (``estimate_foreground_ml``), loaded alone.
+
+    ``import pymatting`` imports every one of its subpackages, whose numba functions (each
+    declared with its signature) compile as they are defined: 43 s of CPU on the first import
+    after an install, before numba's cache serves the next ones. The estimator's module needs
+    numpy and numba only (3.5 s to compile): it is loaded by itself under its own name, so the
+    cache files it writes are the ones a plain ``import pymatting`` reads, and the other way
+    round. A pymatting laid out otherwise is imported whole. ImportError if it is missing."""
+    name = "pymatting.foreground.estimate_foreground_ml"
+    if name not in sys.modules:
+        spec = importlib.util.find_spec("pymatting")  # without importing it
+        if spec is None or spec.origin is None:
+            raise ImportError("pymatting")
+        source = Path(spec.origin).parent / "foreground" / "estimate_foreground_ml.py"
+        if not source.is_file():
+            from pymatting import estimate_foreground_ml
+            return estimate_foreground_ml
+        module_spec = importlib.util.spec_from_file_location(name, source)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # numba's cache finds the module by this name
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name].estimate_foreground_ml
+
+
+def estimate_foreground(image: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """The object's own colours where alpha is soft (pymatting's multi-level estimate)."""
+    check_foreground_estimation()
+    fg = foreground_estimator()(image.astype(np.float64) / 255.0, alpha.astype(np.float64))
+    return np.clip(np.round(fg * 255.0), 0, 255).astype(np.uint8)
+
+
 def check_estimator(name: str) -> str:
     """``name`` if it is an estimator (``ml`` also needs pymatting); UserError otherwise."""
     if name not in ESTIMATORS:
         raise UserError(f"foreground estimator {name!r}: choose one of {', '.join(ESTIMATORS)}")
     if name == "ml":
-        from .cutout import check_foreground_estimation
-
         check_foreground_estimation()
     return name
 
@@ -234,7 +284,5 @@ def estimate(image: np.ndarray, alpha: np.ndarray, estimator: str) -> np.ndarray
     if estimator == "none":
         return image
     if estimator == "ml":
-        from .cutout import estimate_foreground
-
         return estimate_foreground(image, alpha / 255.0)
     return blur_fusion_uint8(image, alpha)

@@ -7,22 +7,20 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import UserError
-
-if TYPE_CHECKING:
-    from .eval import Job
 
 logger = logging.getLogger(__name__)
 
 
-def assign_trimaps(args: argparse.Namespace, jobs: list[Job], families: tuple[str, ...],
+def assign_trimaps(args: argparse.Namespace, jobs: list[Any], families: tuple[str, ...],
                    split) -> None:
     """Give each job the trimap file of every GT stem (``job.trimaps``) where ``--trimaps``
     names its folder; a job without one is measured over the whole image.
 
     Args:
+        jobs: ``eval.Job``s (not imported: eval imports this module).
         split: ``eval._split`` (``[NAME=]DIR``).
     """
     from ..trimap import match_trimaps
