@@ -8,6 +8,7 @@ recipe's network (``configs/demo.yaml``: the demo model, random weights: speed a
 depend on them), then, each step bounded in time and count, so that it stops by itself, and
 with every request to 127.0.0.1 only:
 
+0. the network alone, forward passes of 1 image and of the default max batch (ms an image);
 1. ``sodkit predict`` on the folder (in this process, imports done: images/s), and on each of
    ``--latency-photos`` photos alone (load + one image: the latency of a client that runs the
    command per photo; p50/p95), and once as a new process (interpreter and imports too);
@@ -161,6 +162,24 @@ def predict_side(checkpoint: Path, folder: Path, paths: list[Path], tmp: Path,
             "process_s": time.perf_counter() - started}
 
 
+def forward_side(net: torch.nn.Module, size: int, rounds: int) -> dict:
+    """The network alone on random inputs: ms per image in forward passes of 1 image and of
+    the default max batch, alternating, about a second each; medians."""
+    per_image: dict[int, list[float]] = {1: [], DEFAULT_MAX_BATCH: []}
+    inputs = torch.randn(DEFAULT_MAX_BATCH, 3, size, size)
+    with torch.inference_mode():
+        net.eval()(inputs)  # warm-up
+        for index in range(2 * rounds):
+            batches = (1, DEFAULT_MAX_BATCH) if index % 2 == 0 else (DEFAULT_MAX_BATCH, 1)
+            for batch in batches:
+                images, started = 0, time.perf_counter()
+                while time.perf_counter() - started < 1.0:
+                    net(inputs[:batch])
+                    images += batch
+                per_image[batch].append(1000 * (time.perf_counter() - started) / images)
+    return {batch: statistics.median(values) for batch, values in per_image.items()}
+
+
 def batching_side(checkpoint: Path, photos: list[bytes], args: argparse.Namespace) -> dict:
     settings = {"max batch 1": ["--max-batch", "1"],
                 f"max batch {DEFAULT_MAX_BATCH} (default)": []}
@@ -219,7 +238,8 @@ def memory_side(checkpoint: Path, photos: list[bytes], args: argparse.Namespace)
     return result
 
 
-def report(args: argparse.Namespace, predict: dict, runs: dict, memory: dict, info: str) -> str:
+def report(args: argparse.Namespace, forward: dict, predict: dict, runs: dict, memory: dict,
+           info: str) -> str:
     def median(name: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[name])
 
@@ -242,12 +262,15 @@ def report(args: argparse.Namespace, predict: dict, runs: dict, memory: dict, in
                      f"{median(name, 'rate'):.1f} | {median(name, 'p50'):.0f} | "
                      f"{median(name, 'p95'):.0f} | {median(name, 'mean_batch'):.2f} |")
     gain = median(names[1], "rate") / median(names[0], "rate")
-    rounds = ", ".join(f"{b['rate'] / a['rate']:.2f}x" for a, b in zip(*runs.values()))
+    rounds = ", ".join(f"{b['rate'] / a['rate']:.2f}x" for a, b in zip(*runs.values(), strict=True))
     loads = [r["load"] for name in names for r in runs[name]]
     verdict = "within" if memory["growth"] <= GROWTH_BOUND else "NOT within"
     lines += ["", f"- Batching: {gain:.2f}x the requests/s of max batch 1 (rounds: {rounds}; "
               f"medians of {args.rounds} alternating rounds of {args.seconds:g} s, load average "
-              f"{min(loads):.1f}-{max(loads):.1f}).",
+              f"{min(loads):.1f}-{max(loads):.1f}). The network alone: "
+              f"{forward[1]:.1f} ms an image in passes of 1, "
+              f"{forward[DEFAULT_MAX_BATCH]:.1f} in passes of {DEFAULT_MAX_BATCH} "
+              f"({forward[1] / forward[DEFAULT_MAX_BATCH]:.2f}x).",
               f"- Memory at the defaults: {memory['requests']} requests in "
               f"{memory['wall']:.0f} s ({memory['rate']:.1f}/s, {memory['failures']} failed); "
               f"resident memory {memory['warm']:.0f} MiB after the first "
@@ -292,6 +315,9 @@ def main() -> None:
         torch.save({"model": net.state_dict(), "config": to_dict(cfg)}, checkpoint)
         paths = write_photos(tmp / "photos", args.images)
         photos = [p.read_bytes() for p in paths]
+        forward = forward_side(net, cfg.data.size, args.rounds)
+        print(f"bare forward: {forward[1]:.1f} ms/image at batch 1, "
+              f"{forward[DEFAULT_MAX_BATCH]:.1f} at batch {DEFAULT_MAX_BATCH}", flush=True)
         predict = predict_side(checkpoint, tmp / "photos", paths, tmp, args)
         print(f"predict: folder {predict['folder_rate']:.1f} images/s; one photo p50 "
               f"{predict['p50']:.0f} ms, p95 {predict['p95']:.0f} ms; new process "
@@ -302,7 +328,7 @@ def main() -> None:
             f"{args.images} JPEG photos of 240-640 px; default max wait "
             f"{DEFAULT_MAX_WAIT_MS:g} ms; {platform.processor() or platform.machine()}, "
             f"{os.cpu_count()} shared cores, {time.strftime('%Y-%m-%d %H:%M')}")
-    text = report(args, predict, runs, memory, info)
+    text = report(args, forward, predict, runs, memory, info)
     print(text)
     if args.write:
         write_section(text)

@@ -220,6 +220,24 @@ def test_requests_that_arrive_together_share_one_forward_pass(checkpoint, photos
         assert float((batched - single).abs().max()) < 1e-5
 
 
+def test_info_gives_the_catalogue_licence_of_a_fetched_model_file(checkpoint, tmp_path):
+    """A model file that records the catalogue name it was fetched under (as ``fetch_model``
+    writes it) is served with that model's licence; a plain checkpoint with none."""
+    from sodkit.model_file import from_checkpoint, write_model_file
+    from sodkit.serve.model import load_served
+    from sodkit.torchfile import load_checkpoint
+
+    state = load_checkpoint(checkpoint)
+    weights, provenance = from_checkpoint(state, checkpoint)
+    named = write_model_file(tmp_path / "fetched.safetensors", weights, state["config"],
+                             {**provenance, "model": "minet-r50"})
+    info = load_served(str(named), False, "cpu").describe()
+    assert (info["file"], info["licence"], info["catalogue"]["task"]) == \
+        ("fetched.safetensors", "MIT", "SOD")
+    assert info["provenance"]["model"] == "minet-r50"
+    assert load_served(str(checkpoint), False, "cpu").describe()["licence"] is None
+
+
 @pytest.mark.slow  # a server process of its own: about 5 s of start on a quiet machine
 def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(checkpoint, photos, predicted):
     running = Server(checkpoint)
