@@ -48,7 +48,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q $(PIP_EXTRA) -e ".[test,export,cutout]"
+	$(BIN)/pip install -q $(PIP_EXTRA) -e ".[test,export,cutout,serve]"
 	touch $@
 
 clean:

@@ -10,7 +10,7 @@ and time do not depend on the weights), photos of 1024x768 (JPEG). For each batc
 the command with no ``--batch-size`` (the default) on one photo: the wall time per image and
 the process's peak resident memory (its ``ru_maxrss``, read by ``wait4``). The default's
 first line gives the batch it chose and the probe's figure per image. Then pymatting's
-foreground estimate (``sodkit.cutout.estimate_foreground``) at 1, 4 and 16 megapixels, each
+foreground estimate (``sodkit.foreground.estimate_foreground``) at 1, 4 and 16 megapixels, each
 in a fresh process: the peak resident memory it adds, per pixel. The machine's cores are
 shared with other work: times move with it, memory does not.
 """
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MARK = "predict_memory"
 FOREGROUND = """
 import sys, numpy as np
-from sodkit.cutout import estimate_foreground, foreground_estimator
+from sodkit.foreground import estimate_foreground, foreground_estimator
 foreground_estimator()
 side = int(float(sys.argv[1]) ** 0.5 * 1000)
 image = np.random.default_rng(0).integers(0, 256, (side, side, 3), np.uint8)

@@ -97,36 +97,40 @@ class Model:
 
     def cutout(self, images: ImageInput | Sequence[ImageInput], *, mask: Any = None,
                background: Any = None, estimate_foreground: bool = False,
-               batch_size: int | None = None, tta: Sequence[str] | None = None,
-               precision: str = "fp32") -> Any:
+               foreground: str | None = None, batch_size: int | None = None,
+               tta: Sequence[str] | None = None, precision: str = "fp32") -> Any:
         """The image with its mask as alpha (RGBA, times the image's own alpha), as ``sodkit
         predict --save cutout``; on a ``background`` an RGB image: a colour (name, ``#RRGGBB``,
         ``"R,G,B"`` or three integers in 0-255), ``"blur"``, or an image (a file, bytes, PIL,
         array, tensor; scaled to cover the photo). A PIL image for each input, PNG bytes for
         bytes (as rembg's ``remove``). ``mask``: the mask already computed (``predict``'s map,
-        a mask file, ...; a list for a list), so no forward pass runs. ``estimate_foreground``
-        needs ``sodkit[cutout]`` (pymatting)."""
-        from .cutout import check_foreground_estimation
+        a mask file, ...; a list for a list), so no forward pass runs. ``foreground``: the
+        estimator of the object's colours on soft edges, ``blur-fusion`` (BiRefNet's fast
+        one), ``ml`` (pymatting's: needs ``sodkit[cutout]``) or ``none`` (default);
+        ``estimate_foreground=True`` is ``foreground="ml"``."""
+        from .foreground import check_estimator
         from .image_input import background_input
 
+        if estimate_foreground and foreground not in (None, "ml"):
+            raise UserError(f"estimate_foreground=True means foreground='ml', not "
+                            f"{foreground!r}")
+        chosen = check_estimator(foreground or ("ml" if estimate_foreground else "none"))
         under = background_input(background)  # checked before any work
-        if estimate_foreground:
-            check_foreground_estimation()
         single, items = _items(images)
-        done = (self._run(items, batch_size, tta, precision, estimate_foreground)
-                if mask is None else _given(items, mask, single, estimate_foreground))
-        out = [_picture(item, _cutout(rgb, prob, under, estimate_foreground, alpha))
+        done = (self._run(items, batch_size, tta, precision, chosen)
+                if mask is None else _given(items, mask, single, chosen))
+        out = [_picture(item, _cutout(rgb, prob, under, chosen, alpha))
                for item, rgb, alpha, prob in done]
         return out[0] if single else out
 
     def _run(self, items: list[Any], batch_size: int | None, tta: Sequence[str] | None,
-             precision: str, foreground: bool = False) -> Iterator[tuple]:
+             precision: str, foreground: str = "none") -> Iterator[tuple]:
         """``(item, rgb, alpha, probability map)`` of each item, in order: the options checked
         first, then each batch decoded, checked and predicted in turn (at most one batch of
         decoded images in memory, besides the results)."""
-        from .cutout import check_foreground_memory
         from .data import build_test_transform
         from .engine.predictor import predict_arrays
+        from .foreground import check_foreground_memory
         from .image_input import image_of
 
         tta = self._check(batch_size, tta, precision)
@@ -140,7 +144,7 @@ class Model:
             chunk = items[start : start + batch]
             decoded = [image_of(item, _name(start + j, single))
                        for j, item in enumerate(chunk)]
-            if foreground:
+            if foreground == "ml":  # pymatting's memory; blur-fusion's is a few copies
                 for j, (rgb, _) in enumerate(decoded):
                     check_foreground_memory(*rgb.shape[:2], _name(start + j, single))
             maps = predict_arrays(self.network, [rgb for rgb, _ in decoded], transform,
@@ -190,10 +194,10 @@ def _items(images: Any) -> tuple[bool, list[Any]]:
     return True, [images]
 
 
-def _given(items: list[Any], mask: Any, single: bool, foreground: bool) -> Iterator[tuple]:
+def _given(items: list[Any], mask: Any, single: bool, foreground: str) -> Iterator[tuple]:
     """``(item, rgb, alpha, map)`` of each item with its map given (``cutout(mask=...)``):
     no forward pass."""
-    from .cutout import check_foreground_memory
+    from .foreground import check_foreground_memory
     from .image_input import image_of, mask_of
 
     masks = [mask] if single else _items(mask)[1]
@@ -201,7 +205,7 @@ def _given(items: list[Any], mask: Any, single: bool, foreground: bool) -> Itera
         raise UserError(f"{len(masks)} masks for {len(items)} images: give one mask an image")
     for i, (item, given) in enumerate(zip(items, masks, strict=True)):
         rgb, alpha = image_of(item, _name(i, single))
-        if foreground:
+        if foreground == "ml":
             check_foreground_memory(*rgb.shape[:2], _name(i, single))
         yield item, rgb, alpha, mask_of(given, rgb.shape[:2], _name(i, single, "mask"))
 
@@ -211,7 +215,7 @@ def _name(index: int, single: bool, what: str = "image") -> str:
     return what if single else f"{what} {index}"
 
 
-def _cutout(rgb: np.ndarray, prob: np.ndarray, under: Any, foreground: bool,
+def _cutout(rgb: np.ndarray, prob: np.ndarray, under: Any, foreground: str,
             alpha: np.ndarray | None) -> np.ndarray:
     from .cutout import cutout
 

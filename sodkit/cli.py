@@ -21,7 +21,7 @@ from .version import __version__
 
 # sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
 COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "bench", "info",
-            "convert-checkpoint", "export", "import-weights", "models"]
+            "convert-checkpoint", "export", "import-weights", "models", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:

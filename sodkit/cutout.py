@@ -10,20 +10,17 @@ pixels. Every function takes the probability map at the image's own size (float3
 * ``binary``: 0 or 255, foreground where ``p >= threshold``.
 * ``cutout``: RGBA, the image with the mask (as in ``mask``) as alpha (times the image's own
   alpha, where it has one); on a background instead, RGB: a colour, ``blur`` (the photo itself,
-  blurred) or another image (scaled to cover the photo, centred). With foreground estimation
-  (``pymatting``, the ``cutout`` extra) the colours of soft edges are the object's own, without
-  the halo of the old background.
+  blurred) or another image (scaled to cover the photo, centred). With a foreground estimator
+  (:mod:`sodkit.foreground`: ``blur-fusion``, BiRefNet's fast one; ``ml``, pymatting's, the
+  ``cutout`` extra) the colours of soft edges are the object's own, without the halo of the old
+  background.
 * ``overlay``: the image with the object tinted, for looking.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import numbers
 import re
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +28,7 @@ import cv2
 import numpy as np
 
 from .errors import UserError
-from .limits import check_memory
+from .foreground import check_estimator, estimate
 
 MODES = ("mask", "soft", "binary", "cutout", "overlay")
 NOUNS = {"mask": "mask", "soft": "soft mask", "binary": "binary mask", "cutout": "cut-out",
@@ -48,11 +45,6 @@ BLUR_SIGMA = 0.02  # its Gaussian's sigma, as a share of the longer side
 Color = tuple[int, int, int]
 # what a cut-out is composited onto: None (transparency), a colour, BLUR, or an image (uint8 RGB)
 Background = Color | str | np.ndarray | None
-# the peak memory of pymatting's multi-level estimate of one image, per pixel (float32 copies
-# of the image and alpha, the foreground and background at two levels, the result): 76 bytes
-# measured at 1 and 4 megapixels, 71 at 16 (96-98 when it was given float64);
-# benchmarks/RESULTS.md, "Memory of sodkit predict"
-FOREGROUND_BYTES_PER_PIXEL = 80
 
 
 def _color_problem(what: str, value: object) -> UserError:
@@ -119,74 +111,9 @@ def background_of(value: object, what: str = "--background") -> Background:
 _IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
 
 
-def check_foreground_estimation() -> None:
-    """Foreground estimation needs pymatting (the ``cutout`` extra): asked before any work."""
-    try:
-        foreground_estimator()
-    except ImportError:
-        raise UserError("foreground estimation needs pymatting: pip install -e '.[cutout]' "
-                        "(or pip install pymatting)") from None
-
-
-@functools.cache
-def foreground_estimator() -> Callable[..., np.ndarray]:
-    """pymatting's multi-level foreground estimate (``estimate_foreground_ml``), loaded alone.
-
-    ``import pymatting`` imports every one of its subpackages, whose numba functions (each
-    declared with its signature) compile as they are defined: 43 s of CPU on the first import
-    after an install, before numba's cache serves the next ones. The estimator's module needs
-    numpy and numba only (3.5 s to compile): it is loaded by itself under its own name, so the
-    cache files it writes are the ones a plain ``import pymatting`` reads, and the other way
-    round. A pymatting laid out otherwise is imported whole. ImportError if it is missing."""
-    name = "pymatting.foreground.estimate_foreground_ml"
-    if name not in sys.modules:
-        spec = importlib.util.find_spec("pymatting")  # without importing it
-        if spec is None or spec.origin is None:
-            raise ImportError("pymatting")
-        source = Path(spec.origin).parent / "foreground" / "estimate_foreground_ml.py"
-        if not source.is_file():
-            from pymatting import estimate_foreground_ml
-            return estimate_foreground_ml
-        module_spec = importlib.util.spec_from_file_location(name, source)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module  # numba's cache finds the module by this name
-        try:
-            module_spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return sys.modules[name].estimate_foreground_ml
-
-
 def to_uint8(prob: np.ndarray) -> np.ndarray:
     """``round(p x 255)`` as uint8, like the ``mask`` files."""
     return np.clip(np.round(prob.astype(np.float32) * np.float32(255.0)), 0, 255).astype(np.uint8)
-
-
-def check_foreground_memory(height: int, width: int, source: object = "the image") -> None:
-    """Refuse foreground estimation of an image whose pixels times
-    :data:`FOREGROUND_BYTES_PER_PIXEL` exceed the memory budget (:func:`sodkit.limits.
-    check_memory`), before it starts: 36 megapixels need about 2.7 GiB."""
-    check_memory(height * width * FOREGROUND_BYTES_PER_PIXEL,
-                 f"foreground estimation of {source} ({width}x{height}, "
-                 f"{height * width / 1e6:.0f} megapixels, {FOREGROUND_BYTES_PER_PIXEL} bytes a "
-                 f"pixel)", "drop --estimate-foreground (estimate_foreground=False), or give a "
-                 "smaller image")
-
-
-def estimate_foreground(image: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """The object's own colours where alpha is soft (pymatting's multi-level estimate). It
-    computes in float32: given float32 rather than float64, the peak is 76 bytes a pixel
-    instead of 96-98. Refused before it starts where the image's pixels need more memory than
-    the budget (:func:`check_foreground_memory`)."""
-    check_foreground_estimation()
-    check_foreground_memory(*alpha.shape[:2])
-    scaled = image.astype(np.float32)
-    scaled *= np.float32(1 / 255)
-    fg = foreground_estimator()(scaled, alpha.astype(np.float32, copy=False))
-    del scaled
-    fg *= np.float32(255)
-    return np.clip(np.round(fg, out=fg), 0, 255, out=fg).astype(np.uint8)
 
 
 def blurred(image: np.ndarray) -> np.ndarray:
@@ -223,16 +150,25 @@ def backdrop(background: Background, image: np.ndarray) -> np.ndarray | Color:
     return background  # type: ignore[return-value]
 
 
+def estimator_name(foreground: bool | str) -> str:
+    """A ``foreground`` argument as an estimator's name: True is pymatting's (``ml``, what
+    ``--estimate-foreground`` has always meant), False none."""
+    if isinstance(foreground, bool):
+        return "ml" if foreground else "none"
+    return foreground
+
+
 def cutout(image: np.ndarray, prob: np.ndarray, background: Background = None,
-           foreground: bool = False, alpha: np.ndarray | None = None) -> np.ndarray:
+           foreground: bool | str = False, alpha: np.ndarray | None = None) -> np.ndarray:
     """RGBA (H, W, 4) with the mask as alpha, or RGB on ``background`` (:data:`Background`);
-    ``foreground``: estimate the object's colours on soft edges first; ``alpha``: the image's
-    own alpha (uint8), which the mask's multiplies (what was transparent stays so)."""
+    ``foreground``: the estimator of the object's colours on soft edges (``blur-fusion``,
+    ``ml``, ``none``; True: ``ml``); ``alpha``: the image's own alpha (uint8), which the mask's
+    multiplies (what was transparent stays so)."""
     if background is not None and not isinstance(background, np.ndarray) and (
             background != BLUR):
         background = background_of(background, "background")  # checked here too
     mask = to_uint8(prob)
-    rgb = estimate_foreground(image, mask / np.float32(255)) if foreground else image
+    rgb = estimate(image, mask, estimator_name(foreground))
     if alpha is not None:
         mask = ((mask.astype(np.uint16) * alpha + 127) // 255).astype(np.uint8)
     if background is None:
@@ -270,15 +206,19 @@ class Rendering:
     threshold: float = 0.5
     background: Background = None
     tint: Color = (255, 0, 0)
-    foreground: bool = False
+    foreground: bool | str = False  # the estimator (sodkit.foreground); True: ml
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise UserError(f"--save {self.mode}: choose one of {', '.join(MODES)}")
         if not 0.0 <= self.threshold <= 1.0:
             raise UserError(f"--threshold {self.threshold}: must be in [0, 1]")
-        if self.foreground:
-            check_foreground_estimation()
+        check_estimator(estimator_name(self.foreground))
+
+    @property
+    def estimator(self) -> str:
+        """The foreground estimator's name (``none``, ``blur-fusion``, ``ml``)."""
+        return estimator_name(self.foreground)
 
     @property
     def needs_image(self) -> bool:

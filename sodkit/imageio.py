@@ -320,6 +320,17 @@ def read_mask(path: str | Path, encoded: bytes | None = None) -> np.ndarray:
     return decode_mask(raw, palette, path, grey=lambda: _opencv_grey(raw, encoded, orientation))
 
 
+def read_matte(path: str | Path) -> np.ndarray:
+    """:func:`read_mask` for training targets: a 16-bit grey alpha matte (values above 255)
+    keeps its 16 bits (uint16, 1/65535 steps) instead of its high byte; every other file reads
+    as :func:`read_mask` reads it (uint8)."""
+    raw, encoded, orientation = _decoded(path)
+    if raw.dtype == np.uint16 and raw.ndim == 2 and int(raw.max()) > 255:
+        return np.ascontiguousarray(raw)
+    return decode_mask(raw, raw.ndim == 3 and _stores_palette(path), path,
+                       grey=lambda: _opencv_grey(raw, encoded, orientation))
+
+
 def _opencv_grey(raw: np.ndarray, encoded: bytes, orientation: int) -> np.ndarray:
     """What ``cv2.imread(p, IMREAD_GRAYSCALE)`` returns for a colour file whose decoded pixels
     are ``raw`` (upright): libpng's arithmetic for a plain PNG, else OpenCV's grey decode."""

@@ -134,7 +134,7 @@ def test_foreground_estimation_removes_the_old_background_colour():
 
 def test_missing_pymatting_is_one_line():
     code = ("import sys; sys.modules['pymatting'] = None\n"
-            "from sodkit.cutout import check_foreground_estimation\n"
+            "from sodkit.foreground import check_foreground_estimation\n"
             "check_foreground_estimation()")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)

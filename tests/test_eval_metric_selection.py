@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_key_selects_checkpoints_the_way_tables_rank_it():
-    errors = {"MAE", "maxBER", "meanBER", "adpBER", "HCE", "MSE", "siMAE"}
+    errors = {"MAE", "maxBER", "meanBER", "adpBER", "HCE", "MSE", "siMAE",
+              "SAD", "MattingMSE", "MAD", "Grad", "Conn"}
     assert {key for key in selectable_keys() if lower_is_better(key)} == errors
     for key in selectable_keys():
         CheckpointManager.check_selection(EvalCfg(metric=key), ["D"])  # every key is accepted

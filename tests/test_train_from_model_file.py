@@ -51,7 +51,7 @@ def test_info_shows_the_recipe_a_model_file_makes(trained, tmp_path, capsys):
     assert config["data"]["size"] == stored["data"]["size"] == 64
     finetune = yaml.safe_load((ROOT / "configs" / "finetune_custom.yaml").read_text())
     assert config["data"]["train"] == [{**finetune["data"]["train"][0], "preset": None,
-                                        "list_file": None}]
+                                        "list_file": None, "trimap_dir": ""}]
     assert config["data"]["test"] == [] and config["data"]["val_fraction"] == 0.1
     assert config["eval"]["metric_dataset"] == "val" and config["eval"]["at_start"]
     assert stored["data_root"] != "/data/mine" and config["data_root"] == "/data/mine"

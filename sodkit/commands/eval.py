@@ -71,11 +71,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--latex / --xlsx; never in another command's folder or an input")
     parser.add_argument("--compute", default="", metavar="FAMILY,...",
                         help="optional metric families to compute as well: MSE, HCE, SI, MSIoU, "
-                             "BIoU, mBA, CM, or all (default: the standard set only; see the "
-                             "README's Metrics)")
+                             "BIoU, mBA, CM, CCM, matting, or all (default: the standard set "
+                             "only; see the README's Metrics)")
     parser.add_argument("--images", action="append", default=[], metavar="[NAME=]DIR",
                         help="a dataset's RGB images (by GT stem), read by --compute CCM; "
                              "repeat as NAME=DIR per --gt NAME")
+    parser.add_argument("--trimaps", action="append", default=[], metavar="[NAME=]DIR",
+                        help="a dataset's trimaps (0 / 128 / 255, by GT stem): --compute "
+                             "matting then measures their unknown (128) pixels only; repeat as "
+                             "NAME=DIR per --gt NAME")
     parser.add_argument("--workers", type=int_in(1), default=None,
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
@@ -98,6 +102,7 @@ class Job:
     preds: dict[str, dict[str, Path]] = field(default_factory=dict)
     families: tuple[str, ...] = ()  # --compute
     images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
+    trimaps: dict[str, Path] | None = None  # --trimaps, for --compute matting
     ci: CiOptions | None = None  # --ci / --baseline
     ci_result: dict[str, Any] | None = None  # what ci.json holds, once measured
     curves: tuple[str, ...] = ("pr", "fm")  # --curves: the plots written
@@ -199,6 +204,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     from ._eval_images import assign_images
     from ._eval_select import keep_listed, pair_method, select, stem_lists
     from ._eval_toolkit import add_datasets_file, list_named
+    from ._eval_trimaps import assign_trimaps
 
     add_datasets_file(args)  # PySODEvalToolkit's dataset JSON: --gt, --images, --list
     families = _families(args)
@@ -242,6 +248,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     if not jobs:
         raise DataError("no method has predictions for any dataset: nothing to evaluate")
     assign_images(args, jobs, families, _split, _listed)
+    assign_trimaps(args, jobs, families, _split)
     check_not_input(out, inputs)  # after the inputs are found: a missing one is named first
     return jobs, inputs
 
@@ -264,6 +271,7 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
     from ..metrics import SODMetrics
     from ..progress import Progress
     from ..resources import available_cores
+    from ..trimap import read_trimap
     from ._eval_log import finish, new_metrics
     from ._eval_read import prefetch
 
@@ -275,7 +283,10 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
                                                   for files in job.preds.values()])
                      for i in shard]
             images = None if job.images is None else [str(job.images[stems[i]]) for i in shard]
-            tasks = pool.measure(pairs, len(job.preds), bar.update, job.families, images)
+            trimaps = (None if job.trimaps is None
+                       else [str(job.trimaps[stems[i]]) for i in shard])
+            tasks = pool.measure(pairs, len(job.preds), bar.update, job.families, images,
+                                 trimaps)
             return {method: SODMetrics.from_states([states[k] for states in tasks])
                     for k, method in enumerate(job.preds)}
         threads = min(2, available_cores())  # weighted F-measure threads, as SODMetrics' default
@@ -284,9 +295,11 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
         for index, (gt, preds) in zip(shard, pairs, strict=True):
             image = (None if job.images is None
                      else read_image_at(job.images[stems[index]], gt.shape))
+            trimap = (None if job.trimaps is None
+                      else read_trimap(job.trimaps[stems[index]], gt.shape))
             for metric, pred in zip(metrics.values(), preds, strict=True):
                 if pred is not None:  # None: the method lacks it (--allow-missing)
-                    metric.update(pred, gt, index=index, image=image)
+                    metric.update(pred, gt, index=index, image=image, trimap=trimap)
             bar.update()
         finish(metrics)  # measured whole within the time of this call
         return metrics

@@ -80,9 +80,12 @@ def add_save_arguments(parser: argparse.ArgumentParser) -> None:
                              "the photo blurred (blur), or an image file (scaled to cover the "
                              "photo) instead of transparency")
     parser.add_argument("--tint", metavar="COLOR", default="red", help="--save overlay: colour")
+    parser.add_argument("--foreground", choices=("blur-fusion", "ml", "none"), default=None,
+                        help="--save cutout: estimate the object's colours on soft edges (no "
+                             "halo of the old background): blur-fusion (BiRefNet's fast "
+                             "estimate), ml (pymatting's, needs sodkit[cutout]), none (default)")
     parser.add_argument("--estimate-foreground", action="store_true",
-                        help="--save cutout: estimate the object's colours on soft edges "
-                             "(no halo of the old background; needs sodkit[cutout])")
+                        help="--save cutout: the same as --foreground ml")
 
 
 def save_kinds(text: str) -> list[str]:
@@ -103,12 +106,17 @@ def outputs_of(args: argparse.Namespace) -> list[tuple[str, Rendering | None]]:
     from ..errors import UserError
 
     kinds = list(dict.fromkeys(kind for group in args.save or [["mask"]] for kind in group))
-    if "cutout" not in kinds and (args.background or args.estimate_foreground):
-        raise UserError("--background and --estimate-foreground apply to --save cutout")
+    foreground = args.foreground or ("ml" if args.estimate_foreground else "none")
+    if args.estimate_foreground and args.foreground not in (None, "ml"):
+        raise UserError(f"--estimate-foreground means --foreground ml; it cannot go with "
+                        f"--foreground {args.foreground}")
+    if "cutout" not in kinds and (args.background or foreground != "none"):
+        raise UserError("--background and --foreground / --estimate-foreground apply to "
+                        "--save cutout")
     background = background_of(args.background) if args.background else None
     tint = parse_color(args.tint, "--tint")
     return [(kind, None if kind == "mask" else Rendering(
-        kind, args.threshold, background, tint, args.estimate_foreground)) for kind in kinds]
+        kind, args.threshold, background, tint, foreground)) for kind in kinds]
 
 
 def check_out(targets: Targets, inputs: list[str], paths: list[Path], force: bool) -> None:
@@ -135,8 +143,8 @@ def check_out(targets: Targets, inputs: list[str], paths: list[Path], force: boo
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cutout import check_foreground_memory
     from ..engine.predictor import collect_inputs
+    from ..foreground import check_foreground_memory
     from ..predict_plan import input_sizes, plan, resolve
     from ..resources import keep_freed_memory
 
@@ -148,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     files = resolve(targets, paths)
     sizes = input_sizes(paths, args.skip_bad)  # headers: every image is one, within limits
     largest = max(sizes, key=lambda p: sizes[p][0] * sizes[p][1], default=None)
-    foreground = any(r is not None and r.foreground for _, r in outputs)
+    foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)  # pymatting's
     if foreground and largest is not None:
         check_foreground_memory(*sizes[largest], largest)
     return _predict(args, paths, targets, files, outputs,
@@ -216,13 +224,13 @@ def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Names
     (decoded ahead by each worker, in the forward pass, waiting to be written: 2 per worker
     and 3); beside the batch, what the largest photo costs at its own size in the output
     thread (one at a time): its float32 map, and its foreground estimate."""
-    from ..cutout import FOREGROUND_BYTES_PER_PIXEL
     from ..engine.batch_memory import choose_batch
+    from ..foreground import ML_BYTES_PER_PIXEL
 
     pixels = largest[0] * largest[1]
     known = pixels * 4 * (2 * workers + 3) if keep else 0  # RGB + alpha, in flight
-    foreground = any(r is not None and r.foreground for _, r in outputs)
-    fixed = pixels * (4 + (FOREGROUND_BYTES_PER_PIXEL if foreground else 0))
+    foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)
+    fixed = pixels * (4 + (ML_BYTES_PER_PIXEL if foreground else 0))
     return choose_batch(per_image, size, runtime.device, args.batch_size, "--batch-size",
                         fixed, known)
 

@@ -33,6 +33,10 @@ class DatasetCfg:
     image_dir: str = ""  # sub-folder of root holding the images (a preset fills it)
     mask_dir: str = ""  # sub-folder of root holding the masks (a preset fills it)
     list_file: str | None = None  # optional text file of stems to use (one per line)
+    # sub-folder of root holding trimaps (0 / 128 / 255, by stem; a matting preset fills it
+    # where its release ships them): eval.compute [matting] of a test set then measures their
+    # unknown pixels only
+    trimap_dir: str = ""
 
 
 @dataclass
@@ -278,9 +282,11 @@ class EvalCfg:
     # also evaluate before the first step (epoch 0: the starting model, e.g. model.init_from's)
     at_start: bool = False
     # optional metric families computed as well (sodkit/metrics/families.py), e.g. [HCE, BIoU,
-    # mBA] for DIS; [all] for every one but CCM (it reads the images: name it). Default: none
-    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "CCM", "all"]] = (
-        field(default_factory=list))
+    # mBA] for DIS, [matting] for alpha mattes (SAD, MSE, MAD, Grad, Conn; over a test set's
+    # trimap_dir's unknown region where it has one); [all] for every one but CCM (it reads the
+    # images: name it). Default: none
+    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "CCM", "matting",
+                          "all"]] = field(default_factory=list)
 
 
 @dataclass

@@ -186,11 +186,13 @@ def _run_dataset(
     from ..imageio import read_image_at
     from ..metrics.families import reads_images
     from ..metrics.keys import families_with
+    from ..trimap import read_trimap
     from .postprocess import postprocess_of, predict_scores  # it imports this module
 
     post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
     metrics = SODMetrics(families=families_with(cfg.eval.compute, cfg.eval.metric))
     with_images = reads_images(metrics.families)  # CCM: each GT's image, read at its size
+    trimaps = loader.dataset.trimaps if "matting" in metrics.families else None
     samples: list[tuple[str, list[np.ndarray]]] = []  # (stem, image | GT | prediction)
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
     outputs = OutputFolder.at(pred_root) if pred_root is not None else None
@@ -219,7 +221,9 @@ def _run_dataset(
                 index = int(batch["index"][i])
                 image = (read_image_at(loader.dataset.pairs[index].image, gt.shape)
                          if with_images else None)
-                metrics.update(pred, gt, index=index, image=image)
+                trimap = (None if not trimaps else
+                          read_trimap(trimaps[loader.dataset.pairs[index].stem], gt.shape))
+                metrics.update(pred, gt, index=index, image=image, trimap=trimap)
                 if len(samples) < want_samples:
                     tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)
                     size = tile.shape[:2]

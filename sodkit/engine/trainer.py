@@ -448,6 +448,8 @@ class Trainer:
             self.cfg.train.accumulate, plural(self.runtime.world_size, "process"),
             self.steps_per_epoch, plural(self.cfg.train.epochs, "epoch"), sizes or "none",
         )
+        for line in getattr(self.train_loader.dataset, "targets", []):
+            logger.info("%s", line)  # binary or soft masks, and what the losses see
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
                         for i, g in enumerate(self.optimizer.param_groups))
         logger.info("effective base LR per group (%s scaling): %s", self.cfg.optim.lr_scaling, lrs)
