@@ -44,6 +44,7 @@ $(VENV)/.installed: pyproject.toml
 	         "for a CPU-only one: rm -rf $(VENV) && make $(MAKECMDGOALS) TORCH_INDEX=$(CPU_INDEX)"; \
 	fi
 	$(BIN)/pip install -q $(PIP_EXTRA) -e .
+	$(BIN)/python -m sodkit.install_check  # torch and torchvision work together, or what to do
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed

@@ -106,6 +106,9 @@ def _run(args: argparse.Namespace) -> int:
     """
     training = args.command == "train"
     try:
+        from .progress import interval_s
+
+        interval_s()  # SODKIT_PROGRESS_S: a bad setting is one line before any work
         return int(args._run(args) or 0)
     except WriteFailed as exc:
         _report(args, f"error: {exc}{_RESUME if training else ''}")

@@ -13,19 +13,20 @@ The run is named ``finetune_<file stem>``.
 
 The file is the user's (trusted as a path); the config inside it is not: it is read once, in
 :func:`stored_recipe`, and checked as a recipe before any of it is used, and none of its keys
-that name files or folders (dataset roots, ``data_root``, ``output_root``, ``init_from``,
-``pretrained``) is taken.
+that name files, folders or hosts (dataset roots, ``data_root``, ``output_root``,
+``init_from``, ``pretrained``, and such entries of ``model.backbone_kwargs`` and the loss
+terms' parameters: :func:`sodkit.config.stored.untrusted_config`) is taken.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 from pathlib import Path
 from typing import Any
 
 from .config.loader import ConfigError, config_from_dict, stored_config
 from .config.schema import Config
+from .config.stored import untrusted_config
 from .errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -54,10 +55,9 @@ def stored_recipe(path: Path) -> dict[str, Any]:
         from .torchfile import load_checkpoint
 
         raw = load_checkpoint(path, mmap=True).get("config")
-    stored_config(raw, path)
-    if not isinstance(raw, dict):  # stored_config refuses it; kept for the type checker
-        raise UserError(f"{path}: it holds no config")
-    return copy.deepcopy(raw)
+    stored_config(raw, path)  # checked as a recipe; what it names is said in one line
+    clean, _ = untrusted_config(raw, path)  # no key that names a file or host goes on
+    return clean
 
 
 def _base() -> dict[str, Any]:

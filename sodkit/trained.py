@@ -60,8 +60,11 @@ def checkpoint_config(state: dict[str, Any], source: Path) -> Config:
     """The config a checkpoint was trained with, checked like any config (ranges included: a
     NaN ``data.std`` would normalise every image to NaN)."""
     from .config.loader import stored_config
+    from .network.size import check_network_size
 
-    return stored_config(state.get("config"), source)
+    cfg = stored_config(state.get("config"), source)
+    check_network_size(cfg.model, str(source))  # said with the file's name, before building
+    return cfg
 
 
 def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto"
@@ -73,9 +76,10 @@ def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: s
     try:
         model.load_state_dict(weights)
     except RuntimeError as exc:
-        saved = state.get("config", {}).get("model", {})
+        config = state.get("config")
+        saved = config.get("model", {}) if isinstance(config, dict) else {}
         raise UserError(
             f"{source} does not fit the configured model ({exc.__class__.__name__}). The "
-            f"checkpoint was trained with model={saved}; set the same model.* keys."
+            f"checkpoint was trained with model={str(saved)[:400]}; set the same model.* keys."
         ) from exc
     return name

@@ -366,7 +366,8 @@ def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
     assert rank1 and all(p.read_text() == "" for p in rank1)
     log = (run / "train.log").read_text()
     assert "global batch 8 (4 per process x 1 accumulated x 2 processes)" in log
-    assert "effective base LR" in log and "img/s" in log and "epoch 2/2 step 4/4" in log
+    assert "effective base LR" in log and "epoch 2/2 step 4/4" in log
+    assert "img/s" in log or "s/img" in log
     # the in-training evaluation measured rank 0's weights and buffers: 1 process agrees
     state = last(run)
     assert state["best"]["epoch"] in (1, 2)

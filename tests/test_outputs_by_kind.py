@@ -233,7 +233,7 @@ def test_a_marker_without_kind_is_a_run_to_train_and_nothing_else(preds, trained
     assert (legacy / "results.json").read_text() == "{}\n"
     claim(legacy, "train", what="run folder")  # what `sodkit train --resume auto` does first
     assert json.loads((legacy / MARKER).read_text())["kind"] == "train"
-    assert (legacy / RECORD).is_file()  # its files are taken as the run's own
+    assert (legacy / RECORD).is_file()  # a record from now on; its files stay the user's
 
 
 def test_a_run_of_an_earlier_version_resumes(trained, data_root, tmp_path):

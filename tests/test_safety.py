@@ -113,14 +113,19 @@ def test_overwrite_keeps_a_folder_without_the_marker(data_root, tmp_path):
 
 
 def test_overwrite_replaces_a_sodkit_run_folder(data_root, tmp_path):
+    """A run folder marked by hand (sodkit 0.1) holds no record: its working files (logs,
+    events, checkpoints) are the run's and go; any other file would be the user's
+    (tests/test_unrecorded_files.py)."""
     run = tmp_path / "again"
-    run.mkdir()
+    (run / "tb").mkdir(parents=True)
     (run / MARKER).write_text("{}\n")
-    (run / "stale.txt").write_text("from the earlier run\n")
+    (run / "tb" / "events.stale").write_text("from the earlier run\n")
+    (run / "train.log").write_text("from the earlier run\n")
     overrides = tiny_overrides(data_root, tmp_path, "again", epochs=1) + [
         "data.test=[]", "train.steps_per_epoch=1"]
     assert main(["train", str(DEMO), *overrides, "--overwrite"]) == 0
-    assert not (run / "stale.txt").exists()
+    assert not (run / "tb" / "events.stale").exists()
+    assert "from the earlier run" not in (run / "train.log").read_text()
     assert (run / "checkpoints" / "last.pt").is_file() and (run / MARKER).is_file()
 
 

@@ -73,3 +73,18 @@ def add_weights_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", choices=["auto", "ema", "model"], default="auto",
                         help="which weights of the checkpoint: the EMA average (train.ema_decay) "
                              "or the trained model; auto: ema when the checkpoint has it")
+
+
+def check_model_files(cfg: Config, init_from: bool = True) -> None:
+    """Before any work: the weights files a recipe names exist (``model.pretrained``, and
+    ``model.init_from`` unless the run resumes: it then starts from its own state), instead of
+    failing once the data and the network are built."""
+    from ..errors import UserError
+
+    model = cfg.model
+    for key, value in (("model.pretrained", model.pretrained if model.pretrained != "timm"
+                        else None), ("model.init_from", model.init_from if init_from else None)):
+        if value and Path(value).expanduser().is_dir():
+            raise UserError(f"{key}: {value} is a folder; give the weights file")
+        if value and not Path(value).expanduser().is_file():
+            raise UserError(f"{key}: file not found: {value}")

@@ -29,16 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def checkpoint_source(args: argparse.Namespace) -> tuple[Config, dict[str, Any]]:
     """The config stored in the checkpoint or model file ``args.config`` (overrides applied and
     checked like a recipe's), and what the file says about its weights."""
-    from ..config.loader import _apply_override, stored_config
+    from ..config.loader import stored_config
     from ..torchfile import load_checkpoint
 
     path = Path(args.config)
     state = load_checkpoint(path, mmap=True)
-    raw = json.loads(json.dumps(state.get("config")))  # a copy the overrides may change
-    for item in args.overrides:
-        if isinstance(raw, dict):
-            _apply_override(raw, item)
-    cfg = stored_config(raw, path)
+    cfg = stored_config(state.get("config"), path, args.overrides)
     if state.get("model_file"):
         about = {"file": str(path), "kind": "model file", **state.get("provenance", {})}
     else:

@@ -53,6 +53,11 @@ def output_folder(args: argparse.Namespace, run_dir: Path) -> Path:
     from ..paths import check_name, check_not_input
 
     checkpoint = Path(args.checkpoint)
+    fetched = bool(getattr(args, "model", None))  # --model NAME: in the cache once fetched
+    if not fetched and (checkpoint.is_dir() or not checkpoint.is_file()):
+        raise UserError(f"--checkpoint {checkpoint}: " + (
+            "a folder; give the file, e.g. " + str(checkpoint / "checkpoints" / "last.pt")
+            if checkpoint.is_dir() else "file not found"))
     out = Path(args.out) if args.out else run_dir / "eval" / check_name(
         checkpoint.stem, "--checkpoint (its file name)", "last.pt")
     check_not_input(out, [checkpoint], "--out")
@@ -71,10 +76,14 @@ def _dataset_folders(loaders: dict) -> list[Path]:
                    for folder in (pair.image.parent, pair.mask.parent)})
 
 
-def follow_preprocess(cfg: Config, state: dict) -> Config:
+def follow_preprocess(cfg: Config, state: dict, source: str | Path = "the checkpoint"
+                      ) -> Config:
     """``data.preprocess`` unset: the checkpoint's own inference pipeline (an imported model
-    file records its authors'), so that the recipe evaluates it as the authors did."""
-    stored = ((state.get("config") or {}).get("data") or {}).get("preprocess")
+    file records its authors'), so that the recipe evaluates it as the authors did; a stored
+    value that is no known pipeline is one line naming the file."""
+    from ..config.stored import stored_preprocess
+
+    stored = stored_preprocess(state.get("config"), source)
     if cfg.data.preprocess is not None or not stored:
         return cfg
     logger.info("inference pipeline: %s (data.preprocess of the checkpoint)", stored)
@@ -83,6 +92,10 @@ def follow_preprocess(cfg: Config, state: dict) -> Config:
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
+    if not cfg.data.test:  # names and paths first, before torch is imported
+        from ..errors import UserError
+
+        raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
     resolve_model_argument(args, fetch=False)  # its name names the output folder
     out = output_folder(args, run_dir_of(cfg))
     resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
@@ -99,15 +112,13 @@ def run(args: argparse.Namespace) -> int:
     from ..resources import keep_freed_memory
     from ..torchfile import load_checkpoint
 
-    if not cfg.data.test:
-        raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
     keep_freed_memory()
     runtime = Runtime(cfg.runtime)
     folder = None
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint, mmap=True)
-        cfg = follow_preprocess(cfg, state)
+        cfg = follow_preprocess(cfg, state, Path(args.checkpoint))
         if args.model:  # a model by name brings its network; CONFIG gives the test sets
             from ..trained import checkpoint_config
 

@@ -54,11 +54,19 @@ def _validated(raw: Any) -> Config:
     return fit_birefnet_batchnorm(fit_backbone_size(cfg, ConfigError))
 
 
-def stored_config(raw: Any, source: str | Path) -> Config:
-    """The config a checkpoint holds, checked as a recipe is: a checkpoint from elsewhere is an
-    input like any other (its ``data.size=60000`` would ask for 10.8 GB per image)."""
+def stored_config(raw: Any, source: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """The config a checkpoint or model file holds, as input rather than trust: every key that
+    names a file or a host taken out (:func:`sodkit.config.stored.untrusted_config`, said in
+    one line), the user's ``overrides`` applied on top, then checked as a recipe is (a
+    ``data.size=60000`` would ask for 10.8 GB per image). Errors name ``source``."""
+    from .stored import report_dropped, untrusted_config
+
+    config, dropped = untrusted_config(raw, source)
+    report_dropped(dropped, source)
+    for item in overrides:  # the user's own words: trusted as a recipe's
+        _apply_override(config, item)
     try:
-        return _validated(raw)
+        return _validated(config)
     except ConfigError as exc:
         raise ConfigError(f"{source}: the config stored in it is invalid: {exc}") from None
 

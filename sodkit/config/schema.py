@@ -19,6 +19,8 @@ IMAGENET_STD = [0.229, 0.224, 0.225]
 # coarsest level is under a pixel; above 4096 a single image needs gigabytes of activations
 MIN_SIZE, MAX_SIZE = 16, 4096
 MAX_SECONDS = 30 * 24 * 3600  # time limits: 30 days, well inside what a timedelta holds
+# data.preprocess: the inference pipelines (sodkit/data/preprocess.py)
+Preprocess = Literal["sodkit", "minet", "f3net", "birefnet", "birefnet-card"]
 
 
 @dataclass
@@ -88,7 +90,7 @@ class DataCfg:
     # minet / f3net / birefnet / birefnet-card (the authors' own, for their released weights:
     # import-weights records it);
     # null: the checkpoint's own, else sodkit
-    preprocess: str | None = None
+    preprocess: Preprocess | None = None
     # training pairs held out as the test set `val`, chosen by a hash of the stem (the same
     # pairs whatever files are added); null: none
     val_fraction: float | None = ranged(None, above=0, below=1,

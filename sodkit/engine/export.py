@@ -9,9 +9,13 @@ symbolic) two more sizes, neither a multiple of 32, are checked as well.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
+import sys
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +58,7 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
         fix(size, dynamic)
     dummy = torch.randn(1, 3, *size)
     axes = {0: "batch", 2: "height", 3: "width"}
-    with warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad(), _no_stdout():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
         try:
             torch.onnx.export(
@@ -63,6 +67,28 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
                 dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
         except torch.onnx.errors.UnsupportedOperatorError as exc:
             raise UserError(unsupported_message(str(exc), opset)) from exc
+
+
+@contextlib.contextmanager
+def _no_stdout() -> Iterator[None]:
+    """The exporter's own output goes nowhere: its ``setup_onnx_logging`` switches torch's ONNX
+    log on for every export (it tests the function ``_jit_is_onnx_log_enabled``, always true,
+    instead of calling it), and a network it cannot export then printed its whole TorchScript
+    graph on stdout (9,490 lines for BiRefNet) before the one line that says why. The C++ log
+    writes to file descriptor 1, so that is what is pointed elsewhere; the log is switched off
+    again after."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        with contextlib.suppress(AttributeError):
+            torch._C._jit_set_onnx_log_enabled(False)
 
 
 # operators ONNX export cannot write, and the setting that avoids them
@@ -74,19 +100,22 @@ def unsupported_message(error: str, opset: int) -> str:
     """One line naming the operator the exporter refused and, where known, the setting that
     avoids it."""
     match = re.search(r"operator\s+(?:with unrecognized namespace\s+)?'?([\w:.]+)'?", error)
-    operator = match.group(1) if match else "an operator"
+    operator = match.group(1).rstrip(".") if match else "an operator"
     hint = next((v for k, v in EXPORT_FRIENDLY.items() if k in operator), None)
     return (f"export: the network uses {operator}, which ONNX export (opset {opset}) cannot "
             f"write" + (f"; export-friendly setting: {hint}" if hint else ""))
 
 
 def check_parity(model: SaliencyModel, path: Path, sizes: list[tuple[int, int]],
-                 seed: int = 0) -> list[tuple[tuple[int, int], float]]:
+                 seed: int = 0, done: Callable[[str], None] | None = None
+                 ) -> list[tuple[tuple[int, int], float]]:
     """``[(size, max |onnxruntime - PyTorch|)]`` on seeded random inputs (batch 2 when the
-    graph is dynamic, else the export's batch of 1)."""
+    graph is dynamic, else the export's batch of 1); ``done(what)`` after each step."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    done = done or (lambda what: None)
+    done("onnxruntime session")
     fixed_batch = isinstance(session.get_inputs()[0].shape[0], int)
     generator = torch.Generator().manual_seed(seed)
     results = []
@@ -99,4 +128,5 @@ def check_parity(model: SaliencyModel, path: Path, sizes: list[tuple[int, int]],
             raise ValueError(f"onnxruntime returned {got.shape} for {tuple(image.shape)}, "
                              f"PyTorch {expected.shape}")
         results.append((size, float(np.abs(got - expected).max())))
+        done(f"{size[0]}x{size[1]} checked")
     return results

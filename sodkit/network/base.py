@@ -55,6 +55,9 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True, initialise: bool = Tr
     if cfg.name not in NETWORKS:
         raise ConfigError(f"model.name: {NETWORKS.unknown_message(cfg.name)}")
     check_ranges(cfg, "model.", ConfigError)  # a ModelCfg built in code, not loaded
+    from .size import check_network_size
+
+    check_network_size(cfg)  # before it allocates anything
     if initialise:
         net = NETWORKS.get(cfg.name)(cfg)
     else:
