@@ -87,7 +87,7 @@ def from_checkpoint(state: dict[str, Any], source: str | Path, which: str = "aut
     """``(weights, provenance)`` of a model file made from a loaded checkpoint (or model file)
     ``state`` read from ``source``: the EMA weights when it has them unless ``which`` is
     ``model``; the provenance names the file, its sha256, its format and which weights."""
-    from .trained import check_finite_weights, pick_weights
+    from .checkpoint_weights import check_finite_weights, pick_weights
 
     source = Path(source)
     name, weights = pick_weights(state, which, source)

@@ -1,14 +1,15 @@
-"""A trained model's weights, from a training checkpoint or a model file: which weights (the EMA
-average or the trained model), refused when a NaN or an infinity made them useless, the config
-they were trained with, and the load into a built network. The API and the commands that run a
-trained model (predict, test, export, info) use these, so each check is made the same way
-everywhere."""
+"""A trained model from a training checkpoint or a model file: the config it was trained with
+(checked as a recipe, its network's size bounded) and its weights loaded into a built network
+(which weights, and whether they are usable: :mod:`sodkit.checkpoint_weights`). The API and the
+commands that run a trained model (predict, test, export, info) use these, so each check is made
+the same way everywhere."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .checkpoint_weights import check_finite_weights, pick_weights
 from .errors import UserError
 
 if TYPE_CHECKING:
@@ -17,53 +18,17 @@ if TYPE_CHECKING:
     from .config import Config
 
 
-def pick_weights(state: dict[str, Any], which: str, source: Path) -> tuple[str, dict[str, Any]]:
-    """``(name, state dict)`` of the weights ``--weights`` asks for."""
-    if state.get("model_file"):  # one set of weights, the one its provenance names
-        held = str(state.get("provenance", {}).get("weights", "model"))
-        if which not in ("auto", held):
-            raise UserError(f"{source} is a model file holding the {held} weights only; drop "
-                            f"--weights {which}, or export the {which} weights from the "
-                            f"training checkpoint")
-        return held, state["model"]
-    ema = state.get("ema")
-    if which == "ema" and not ema:
-        raise UserError(f"{source} has no EMA weights (trained without train.ema_decay); "
-                        f"use --weights model")
-    if which != "model" and ema:
-        return "ema", ema["model"]
-    return "model", state["model"]
-
-
-def check_finite_weights(weights: dict[str, Any], name: str, source: Path) -> None:
-    """Weights with a NaN or an infinity (a run that diverged) would predict NaN everywhere,
-    which quantises to all-black masks: refused once, when they are loaded."""
-    bad = [key for key, value in weights.items()
-           if hasattr(value, "is_floating_point") and value.is_floating_point()
-           and not _all_finite(value)]
-    if bad:
-        other = "; or --weights model" if name == "ema" else ""
-        raise UserError(f"{source}: the {name} weights hold NaN or infinite values ({len(bad)} "
-                        f"tensors, e.g. {bad[0]}): the run had diverged when it was saved; use "
-                        f"an earlier checkpoint{other}")
-
-
-def _all_finite(value: Any) -> bool:
-    """Exactly ``value.isfinite().all()``, about 20x faster for a finite tensor (ResNet-18's
-    weights: 5 ms against 90 ms, a fixed cost of every ``sodkit predict``): one NaN or
-    infinity makes the sum non-finite, so a finite sum proves them all finite; a sum that is
-    not (an overflow of large finite values) is checked element by element."""
-    return bool(value.sum().isfinite()) or bool(value.isfinite().all())
-
-
 def checkpoint_config(state: dict[str, Any], source: Path) -> Config:
     """The config a checkpoint was trained with, checked like any config (ranges included: a
     NaN ``data.std`` would normalise every image to NaN)."""
     from .config.loader import stored_config
+    from .network import NETWORKS
     from .network.size import check_network_size
 
     cfg = stored_config(state.get("config"), source)
-    check_network_size(cfg.model, str(source))  # said with the file's name, before building
+    if cfg.model.name in NETWORKS:  # an unknown one is named when it is built
+        # said with the file's name, before building
+        check_network_size(cfg.model, NETWORKS.get(cfg.model.name), str(source))
     return cfg
 
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
+from sodkit.checkpoint_weights import pick_weights
 from sodkit.cli import main
 from sodkit.engine.ema import EMA
 from sodkit.errors import UserError
-from sodkit.trained import pick_weights
 from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -35,8 +35,8 @@ def test_compute_all_says_what_it_computes_and_times_the_whole(folders, run_cli,
     assert done.returncode == 0, done.stderr
     err = done.stderr
     assert re.search(r"D: 12 images, methods: a, b; computing the standard metrics and MSE, "
-                     r"HCE, SI, MSIoU, BIoU, mBA, CM, CCM; 95% intervals by 100 bootstrap",
-                     err), err
+                     r"HCE, SI, MSIoU, BIoU, mBA, CM, CCM, matting; 95% intervals by 100 "
+                     r"bootstrap", err), err
     assert re.search(r"D: \d+/12 img", err), err  # progress lines while measuring
     measured = float(re.search(r"D: 12 images measured in ([0-9.]+) s", err)[1])
     total = re.search(r"evaluated 1 dataset x 2 methods in ([0-9.]+) s \(measuring ([0-9.]+) "

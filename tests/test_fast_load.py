@@ -18,11 +18,11 @@ import pytest
 import torch
 from torch import nn
 
+from sodkit.checkpoint_weights import _all_finite
 from sodkit.config import ModelCfg
 from sodkit.network import build_network
 from sodkit.network.no_init import skip_parameter_init
 from sodkit.torchfile import load_checkpoint
-from sodkit.trained import _all_finite
 
 
 @pytest.mark.parametrize(("name", "backbone"), [

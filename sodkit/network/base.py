@@ -57,7 +57,7 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True, initialise: bool = Tr
     check_ranges(cfg, "model.", ConfigError)  # a ModelCfg built in code, not loaded
     from .size import check_network_size
 
-    check_network_size(cfg)  # before it allocates anything
+    check_network_size(cfg, NETWORKS.get(cfg.name))  # before it allocates anything
     if initialise:
         net = NETWORKS.get(cfg.name)(cfg)
     else:

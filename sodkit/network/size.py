@@ -85,14 +85,11 @@ def _knobs(cfg: ModelCfg) -> str:
             + (f", model.backbone_kwargs {kwargs}" if kwargs else ""))
 
 
-def check_network_size(cfg: ModelCfg, source: str = "") -> None:
+def check_network_size(cfg: ModelCfg, build: Any, source: str = "") -> None:
     """Refuse a network whose build would allocate more than ``SODKIT_MAX_NETWORK_MB``;
     ``source``: the file whose stored config it is (named in the message). Its weights file
-    (``model.pretrained``) is not read: shapes are all the estimate needs."""
-    from .base import NETWORKS
-
-    if cfg.name not in NETWORKS:
-        return  # build_network names the unknown network
+    (``model.pretrained``) is not read: shapes are all the estimate needs. ``build``: the
+    network's registered builder (``ModelCfg -> nn.Module``)."""
     limit = max_bytes()
     cfg = replace(cfg, pretrained=None, init_from=None, checkpointing="off", freeze=[])
     key = repr(cfg)
@@ -104,7 +101,7 @@ def check_network_size(cfg: ModelCfg, source: str = "") -> None:
         counter = _Count()
         try:
             with torch.device("meta"), skip_parameter_init(), counter:
-                NETWORKS.get(cfg.name)(cfg)
+                build(cfg)
         except (ConfigError, UserError):
             raise
         except Exception as exc:  # a network that needs real values to build: not estimated
