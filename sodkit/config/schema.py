@@ -19,6 +19,7 @@ IMAGENET_STD = [0.229, 0.224, 0.225]
 # coarsest level is under a pixel; above 4096 a single image needs gigabytes of activations
 MIN_SIZE, MAX_SIZE = 16, 4096
 MAX_SECONDS = 30 * 24 * 3600  # time limits: 30 days, well inside what a timedelta holds
+SIZE_MULTIPLE = 32  # data.size_range's draws are floored to it (BiRefNet's custom_collate_fn)
 # data.preprocess: the inference pipelines (sodkit/data/preprocess.py)
 Preprocess = Literal["sodkit", "minet", "f3net", "birefnet", "birefnet-card"]
 
