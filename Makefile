@@ -19,8 +19,10 @@ demo: $(VENV)/.installed
 
 # Every test: in parallel on every core (pytest-xdist: each test computes with one thread, and
 # one worker's test uses the core another's leaves idle while it waits), then the tests that
-# measure time or memory (marker serial) alone. docs/testing.md has the figures.
+# measure time or memory (marker serial) alone. docs/testing.md has the figures. First, the
+# layers: lint-imports checks the import contracts in pyproject.toml (about a second).
 test: $(VENV)/.installed-test
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not serial"
 	$(BIN)/python -m pytest -q -m serial
 
@@ -29,6 +31,7 @@ test-fast: $(VENV)/.installed-test
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sodkit tests benchmarks
+	$(BIN)/lint-imports
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,10 +44,11 @@ $(VENV)/.installed: pyproject.toml
 	         "for a CPU-only one: rm -rf $(VENV) && make $(MAKECMDGOALS) TORCH_INDEX=$(CPU_INDEX)"; \
 	fi
 	$(BIN)/pip install -q $(PIP_EXTRA) -e .
+	$(BIN)/python -m sodkit.install_check  # torch and torchvision work together, or what to do
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q $(PIP_EXTRA) -e ".[test,export,cutout]"
+	$(BIN)/pip install -q $(PIP_EXTRA) -e ".[test,export,cutout,serve]"
 	touch $@
 
 clean:

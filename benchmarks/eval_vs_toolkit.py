@@ -162,11 +162,12 @@ def build_toolkit(source: str, root: Path) -> tuple[Path | None, str, dict[str, 
 
 def commands(root: Path, subset: Path, toolkit: Path | None, out: Path,
              workers: int) -> dict[str, list[str]]:
-    """Each side's command line (the toolkit's eval.py finds its packages beside it)."""
-    gts = [a for d in DATASETS for a in ("--gt", f"{d}={subset / 'gt' / d}")]
-    preds = [a for m, s in METHODS.items()
-             for a in ("--pred", f"{m}={subset / 'preds' / m}" + (f":{s}" if s else ""))]
-    ours = [sys.executable, "-m", "sodkit", "eval", *gts, *preds, "--out", str(out / "ours")]
+    """Each side's command line (the toolkit's eval.py finds its packages beside it); both
+    read the toolkit's own dataset and method JSON files (``sodkit eval --datasets
+    --methods``)."""
+    data, methods = toolkit_configs(root, subset)
+    ours = [sys.executable, "-m", "sodkit", "eval", "--datasets", str(data), "--methods",
+            str(methods), "--out", str(out / "ours")]
     if toolkit is None:
         jobs = [{"dataset": d, "method": m, "pairs": [
             (str(g), str(subset / "preds" / m / d / f"{g.stem}{s}.png"))
@@ -175,7 +176,6 @@ def commands(root: Path, subset: Path, toolkit: Path | None, out: Path,
         (root / f"{subset.name}_jobs.json").write_text(json.dumps(jobs))
         return {"ours": ours, "toolkit": [sys.executable, "-c", STAND_IN,
                                           str(root / f"{subset.name}_jobs.json"), str(workers)]}
-    data, methods = toolkit_configs(root, subset)
     theirs = [sys.executable, str(toolkit / "eval.py"), "--dataset-json", str(data),
               "--method-json", str(methods), "--metric-names", *TOOLKIT_METRICS,
               "--num-workers", str(workers),
@@ -231,8 +231,9 @@ def report(rounds: list, fixed: list, pairs: int, gts: int, ran: str, workers: i
     cpu = statistics.median(r[0]["toolkit"]["cpu"] / r[0]["ours"]["cpu"] for r in rounds)
     lines = [f"| command ({gts} GTs x 3 methods = {pairs} pairs, 2 datasets; median of "
              f"{len(rounds)} rounds) | wall s | CPU s |", "|---|---:|---:|",
-             f"| `sodkit eval --gt D1=.. --gt D2=.. --pred A=.. --pred B=..:_sal --pred C=.. "
-             f"--out OUT` | {med(rounds, 'ours', 'wall'):.2f} | {med(rounds, 'ours', 'cpu'):.2f} |",
+             f"| `sodkit eval --datasets DATASETS.json --methods METHODS.json --out OUT` (the "
+             f"toolkit's own files) | {med(rounds, 'ours', 'wall'):.2f} | "
+             f"{med(rounds, 'ours', 'cpu'):.2f} |",
              f"| {ran}, {workers} threads (`--num-workers {workers}`) | "
              f"{med(rounds, 'toolkit', 'wall'):.2f} | {med(rounds, 'toolkit', 'cpu'):.2f} |",
              f"| fixed cost: `sodkit eval` on 2 GTs x 3 methods | "

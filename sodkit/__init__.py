@@ -10,7 +10,7 @@ import os as _os
 import sys as _sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from .version import __version__
 
 
 def _quiet_opencv() -> None:

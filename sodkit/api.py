@@ -1,19 +1,26 @@
 """The Python API: a trained model in a few lines, with the same results as ``sodkit predict``.
 
     import sodkit
-    model = sodkit.load("model.safetensors", device="auto")   # or a training checkpoint
+    model = sodkit.load("model.safetensors", device="auto")   # or a checkpoint, or a name
+                                                              # ("birefnet-general-lite")
     mask = model.predict("photo.jpg")                         # float32 (H, W) in [0, 1]
     rgba = model.cutout("photo.jpg")                          # PIL RGBA, the mask as alpha
+    on_white = model.cutout("photo.jpg", mask=mask, background="white")  # no second forward
+    png = model.cutout(open("photo.jpg", "rb").read())        # bytes in, PNG bytes out
 
 Predictions go through ``sodkit predict``'s own path (:func:`sodkit.engine.predictor.
 predict_arrays`: the checkpoint's test transform, the forward, the bilinear resize to each
 image's size), so a map equals the PNG ``sodkit predict`` writes, divided by 255, to the uint8
-rounding. Loading a model imports torch; ``import sodkit`` alone does not.
+rounding. Every kind of input (path, bytes, PIL, array, tensor) goes through one conversion,
+:mod:`sodkit.image_input`, which reads its values as a file's are read and refuses, in one line,
+what it would otherwise read wrong (a float image on the 0-255 scale, NaN, an empty image). The
+default batch is chosen from the input side and the memory (:mod:`sodkit.engine.batch_memory`).
+Loading a model imports torch; ``import sodkit`` alone does not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -28,7 +35,7 @@ if TYPE_CHECKING:
 
     from .config import Config
 
-ImageInput = Union[str, Path, "PILImage.Image", np.ndarray, "torch.Tensor"]
+ImageInput = Union[str, Path, bytes, "PILImage.Image", np.ndarray, "torch.Tensor"]
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 __all__ = ["ImageInput", "Model", "load"]
@@ -62,42 +69,6 @@ def _device(name: str) -> Any:
     return device
 
 
-def _as_rgb(item: Any) -> np.ndarray:
-    """One input as the uint8 RGB (H, W, 3) array ``sodkit predict`` makes of a file."""
-    if isinstance(item, (str, Path)):
-        from .imageio import read_image
-
-        if not Path(item).is_file():
-            raise UserError(f"image not found: {item}")
-        return read_image(item)
-    if type(item).__module__.startswith("PIL."):
-        return np.array(item.convert("RGB"))  # a copy: torch wants writable memory
-    if type(item).__module__.startswith("torch"):
-        return _tensor_rgb(item)
-    if isinstance(item, np.ndarray):
-        if item.dtype == np.uint8 and item.ndim == 3 and item.shape[2] == 3:
-            return item if item.flags.writeable else item.copy()
-        if item.dtype == np.uint8 and item.ndim == 2:
-            return np.repeat(item[:, :, None], 3, axis=2)
-        raise UserError(f"an array image must be uint8 (H, W, 3) RGB or (H, W) grey, got "
-                        f"{item.dtype} {item.shape}")
-    raise UserError(f"cannot predict a {type(item).__name__}: give a path, a PIL image, a uint8 "
-                    f"(H, W, 3) array or a (3, H, W) tensor")
-
-
-def _tensor_rgb(tensor: Any) -> np.ndarray:
-    """A (3, H, W) tensor, uint8 or float in [0, 1] (quantised to uint8 as a file would be)."""
-    import torch
-
-    if tensor.ndim != 3 or tensor.shape[0] != 3:
-        raise UserError(f"a tensor image must be (3, H, W), got {tuple(tensor.shape)}")
-    if tensor.dtype != torch.uint8:
-        if not tensor.is_floating_point():
-            raise UserError(f"a tensor image must be uint8 or float in [0, 1], got {tensor.dtype}")
-        tensor = tensor.detach().float().mul(255.0).round_().clamp_(0, 255).to(torch.uint8)
-    return tensor.detach().cpu().permute(1, 2, 0).contiguous().numpy()
-
-
 @dataclass
 class Model:
     """A trained network ready to predict; made by :func:`load`."""
@@ -109,47 +80,86 @@ class Model:
     device: Any
     size: int
     provenance: dict[str, Any] = field(default_factory=dict)
+    _memory: dict[tuple, int | None] = field(default_factory=dict, repr=False)
 
-    def predict(self, images: ImageInput | Sequence[ImageInput], *, batch_size: int = 8,
-                tta: Sequence[str] | None = None, precision: str = "fp32"
-                ) -> np.ndarray | list[np.ndarray]:
+    def predict(self, images: ImageInput | Sequence[ImageInput], *,
+                batch_size: int | None = None, tta: Sequence[str] | None = None,
+                precision: str = "fp32") -> np.ndarray | list[np.ndarray]:
         """Saliency maps, float32 (H, W) in [0, 1] at each image's own size: one array for one
-        image, a list for a list. ``tta``: ``["hflip"]`` or ``[]`` (default: the config's
-        ``eval.tta``, as ``sodkit predict``); ``precision``: ``bf16`` or ``fp16`` on CUDA."""
-        single = not isinstance(images, (list, tuple))
-        arrays = [_as_rgb(item) for item in ([images] if single else images)]
-        maps = self._maps(arrays, batch_size, tta, precision)
+        image, a list for a list. An image is a path, a file's bytes, a PIL image, an array
+        or a tensor (:mod:`sodkit.image_input`). ``batch_size``: images per forward pass
+        (default: chosen from the input side and the memory, as ``sodkit predict`` does);
+        ``tta``: ``["hflip"]`` or ``[]`` (default: the config's ``eval.tta``); ``precision``:
+        ``bf16`` or ``fp16`` on CUDA."""
+        single, items = _items(images)
+        maps = [prob for _, _, _, prob in self._run(items, batch_size, tta, precision)]
         return maps[0] if single else maps
 
-    def cutout(self, images: ImageInput | Sequence[ImageInput], *,
-               background: str | tuple[int, int, int] | None = None,
-               estimate_foreground: bool = False, batch_size: int = 8,
+    def cutout(self, images: ImageInput | Sequence[ImageInput], *, mask: Any = None,
+               background: Any = None, estimate_foreground: bool = False,
+               foreground: str | None = None, batch_size: int | None = None,
                tta: Sequence[str] | None = None, precision: str = "fp32") -> Any:
-        """The image with its mask as alpha (PIL RGBA at the image's size), as ``sodkit predict
-        --save cutout``; on a solid ``background`` (name, ``#RRGGBB`` or RGB) an RGB image.
-        ``estimate_foreground`` needs ``sodkit[cutout]`` (pymatting)."""
-        from PIL import Image
+        """The image with its mask as alpha (RGBA, times the image's own alpha), as ``sodkit
+        predict --save cutout``; on a ``background`` an RGB image: a colour (name, ``#RRGGBB``,
+        ``"R,G,B"`` or three integers in 0-255), ``"blur"``, or an image (a file, bytes, PIL,
+        array, tensor; scaled to cover the photo). A PIL image for each input, PNG bytes for
+        bytes (as rembg's ``remove``). ``mask``: the mask already computed (``predict``'s map,
+        a mask file, ...; a list for a list), so no forward pass runs. ``foreground``: the
+        estimator of the object's colours on soft edges, ``blur-fusion`` (BiRefNet's fast
+        one), ``ml`` (pymatting's: needs ``sodkit[cutout]``) or ``none`` (default);
+        ``estimate_foreground=True`` is ``foreground="ml"``."""
+        from .foreground import check_estimator
+        from .image_input import background_input
 
-        from .cutout import check_foreground_estimation, cutout, parse_color
-
-        if estimate_foreground:
-            check_foreground_estimation()
-        color = parse_color(background) if isinstance(background, str) else background
-        single = not isinstance(images, (list, tuple))
-        arrays = [_as_rgb(item) for item in ([images] if single else images)]
-        maps = self._maps(arrays, batch_size, tta, precision)
-        out = [Image.fromarray(cutout(a, m, color, estimate_foreground))
-               for a, m in zip(arrays, maps, strict=True)]
+        if estimate_foreground and foreground not in (None, "ml"):
+            raise UserError(f"estimate_foreground=True means foreground='ml', not "
+                            f"{foreground!r}")
+        chosen = check_estimator(foreground or ("ml" if estimate_foreground else "none"))
+        under = background_input(background)  # checked before any work
+        single, items = _items(images)
+        done = (self._run(items, batch_size, tta, precision, chosen)
+                if mask is None else _given(items, mask, single, chosen))
+        out = [_picture(item, _cutout(rgb, prob, under, chosen, alpha))
+               for item, rgb, alpha, prob in done]
         return out[0] if single else out
 
-    def _maps(self, arrays: list[np.ndarray], batch_size: int, tta: Sequence[str] | None,
-              precision: str) -> list[np.ndarray]:
+    def _run(self, items: list[Any], batch_size: int | None, tta: Sequence[str] | None,
+             precision: str, foreground: str = "none") -> Iterator[tuple]:
+        """``(item, rgb, alpha, probability map)`` of each item, in order: the options checked
+        first, then each batch decoded, checked and predicted in turn (at most one batch of
+        decoded images in memory, besides the results)."""
         from .data import build_test_transform
-        from .engine.evaluator import TTA
         from .engine.predictor import predict_arrays
+        from .foreground import check_foreground_memory
+        from .image_input import image_of
 
-        if batch_size < 1:
-            raise UserError(f"batch_size must be >= 1, got {batch_size}")
+        tta = self._check(batch_size, tta, precision)
+        single = len(items) == 1
+        for i, item in enumerate(items):  # what can be checked without decoding
+            if isinstance(item, (str, Path)) and not Path(item).is_file():
+                raise UserError(f"{_name(i, single)} not found: {item}")
+        transform = build_test_transform(self.config.data, size=self.size)
+        batch = self._batch(transform, batch_size, tta, precision)
+        for start in range(0, len(items), batch):
+            chunk = items[start : start + batch]
+            decoded = [image_of(item, _name(start + j, single))
+                       for j, item in enumerate(chunk)]
+            if foreground == "ml":  # pymatting's memory; blur-fusion's is a few copies
+                for j, (rgb, _) in enumerate(decoded):
+                    check_foreground_memory(*rgb.shape[:2], _name(start + j, single))
+            maps = predict_arrays(self.network, [rgb for rgb, _ in decoded], transform,
+                                  _Local(self.device), batch, tta, precision)
+            for item, (rgb, alpha), prob in zip(chunk, decoded, maps, strict=True):
+                yield item, rgb, alpha, prob
+
+    def _check(self, batch_size: int | None, tta: Sequence[str] | None, precision: str
+               ) -> list[str]:
+        from .engine.evaluator import TTA
+
+        if batch_size is not None and (not isinstance(batch_size, int)
+                                       or isinstance(batch_size, bool) or batch_size < 1):
+            raise UserError(f"batch_size must be a whole number >= 1 (or None: chosen from "
+                            f"the memory), got {batch_size!r}")
         if precision not in PRECISIONS:
             raise UserError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
         if precision != "fp32" and self.device.type != "cuda":
@@ -158,27 +168,92 @@ class Model:
         tta = list(self.config.eval.tta if tta is None else tta)
         if set(tta) - set(TTA):
             raise UserError(f"tta {tta}: known are {list(TTA)}")
-        transform = build_test_transform(self.config.data, size=self.size)
-        return list(predict_arrays(self.network, arrays, transform, _Local(self.device),
-                                   batch_size, tta, precision))
+        return tta
+
+    def _batch(self, transform: Any, batch_size: int | None, tta: list[str],
+               precision: str) -> int:
+        """``batch_size``, or the default batch (:mod:`sodkit.engine.batch_memory`); either
+        refused where its memory exceeds the budget. The probe runs once per setting."""
+        from .engine.batch_memory import choose_batch, worth_probing
+        from .engine.predictor import probe_memory
+
+        key = (self.size, tuple(tta), precision)
+        if key not in self._memory and not worth_probing(self.size, self.device, batch_size):
+            return choose_batch(None, self.size, self.device, batch_size, "batch_size").batch
+        if key not in self._memory:
+            self._memory[key] = probe_memory(self.network, transform, _Local(self.device),
+                                             self.size, tta, precision)
+        return choose_batch(self._memory[key], self.size, self.device, batch_size,
+                            "batch_size").batch
+
+
+def _items(images: Any) -> tuple[bool, list[Any]]:
+    """``(single, items)``: a list or tuple is several inputs, anything else one."""
+    if isinstance(images, (list, tuple)):
+        return False, list(images)
+    return True, [images]
+
+
+def _given(items: list[Any], mask: Any, single: bool, foreground: str) -> Iterator[tuple]:
+    """``(item, rgb, alpha, map)`` of each item with its map given (``cutout(mask=...)``):
+    no forward pass."""
+    from .foreground import check_foreground_memory
+    from .image_input import image_of, mask_of
+
+    masks = [mask] if single else _items(mask)[1]
+    if len(masks) != len(items):
+        raise UserError(f"{len(masks)} masks for {len(items)} images: give one mask an image")
+    for i, (item, given) in enumerate(zip(items, masks, strict=True)):
+        rgb, alpha = image_of(item, _name(i, single))
+        if foreground == "ml":
+            check_foreground_memory(*rgb.shape[:2], _name(i, single))
+        yield item, rgb, alpha, mask_of(given, rgb.shape[:2], _name(i, single, "mask"))
+
+
+def _name(index: int, single: bool, what: str = "image") -> str:
+    """How an input is named in messages: ``image``, or ``image 3`` (from 0) of a list."""
+    return what if single else f"{what} {index}"
+
+
+def _cutout(rgb: np.ndarray, prob: np.ndarray, under: Any, foreground: str,
+            alpha: np.ndarray | None) -> np.ndarray:
+    from .cutout import cutout
+
+    return cutout(rgb, prob, under, foreground, alpha)
+
+
+def _picture(item: Any, array: np.ndarray) -> Any:
+    """A cut-out as the caller gave its image: PNG bytes for bytes, else a PIL image."""
+    from .image_input import is_bytes
+
+    if is_bytes(item):
+        from .cutout import encode_png
+
+        return encode_png(array)
+    from PIL import Image
+
+    return Image.fromarray(array)
 
 
 def load(path: str | Path, device: str = "auto", weights: str = "auto",
          size: int | None = None) -> Model:
-    """A model file (``.safetensors``, from ``sodkit export --model``) or a training checkpoint,
-    on ``device`` (``auto``: CUDA when there is one). ``weights`` as ``--weights``: ``auto``
-    (EMA when the checkpoint has it), ``ema`` or ``model``; ``size``: the network's input side
-    (default: the training size, as ``sodkit predict``)."""
-    from .commands._common import checkpoint_config, load_weights
+    """A model file (``.safetensors``, from ``sodkit export --model``), a training checkpoint,
+    or a model's name (``sodkit models`` lists them: fetched, verified and converted on first
+    use, then read from the cache; an existing file of that name wins), on ``device``
+    (``auto``: CUDA when there is one). ``weights`` as ``--weights``: ``auto`` (EMA when the
+    checkpoint has it), ``ema`` or ``model``; ``size``: the network's input side (default: the
+    training size, as ``sodkit predict``)."""
     from .config.schema import MAX_SIZE, MIN_SIZE
     from .network import build_network
+    from .published.fetch import model_source
     from .torchfile import load_checkpoint
+    from .trained import checkpoint_config, load_weights
 
     if weights not in ("auto", "ema", "model"):
         raise UserError(f"weights {weights!r}: choose auto, ema or model")
     if size is not None and not MIN_SIZE <= size <= MAX_SIZE:
         raise UserError(f"size {size}: must be in [{MIN_SIZE}, {MAX_SIZE}]")
-    source = Path(path).expanduser()
+    source = model_source(path)
     state = load_checkpoint(source, mmap=True)
     cfg = checkpoint_config(state, source)
     target = _device(device)

@@ -16,12 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
 from .errors import Preempted, UserError, WriteFailed, worker_death, write_error_line
+from .version import __version__
 
 # sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
 COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "bench", "info",
-            "convert-checkpoint", "export", "import-weights"]
+            "convert-checkpoint", "export", "import-weights", "models", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else list(argv))
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from .engine.logging import keep_libraries_quiet
+
+    keep_libraries_quiet()  # only sodkit's own lines reach the terminal
     if "TORCHELASTIC_ERROR_FILE" in os.environ:
         # torchrun's error file: the launcher then reports which rank failed, with its traceback.
         from torch.distributed.elastic.multiprocessing.errors import record
@@ -70,23 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     return _run(args)
 
 
-_STARTED_BY_COMMAND = False
-
-
-def started_by_command() -> bool:
-    """Whether this process is the ``sodkit`` command's own (not a test or a notebook that calls
-    :func:`main`): nothing but the command has run in it."""
-    return _STARTED_BY_COMMAND
-
-
 def console_main() -> int:
     """The ``sodkit`` command (and ``python -m sodkit``): :func:`main` in a process that ends
     right after it. Everything still alive is moved out of the cyclic collector's reach first,
     so the interpreter's exit skips its passes over every object (with matplotlib loaded,
     0.1-0.2 s of a 3 s ``sodkit eval``); the process frees the memory anyway. Not for
     :func:`main` itself, which tests and notebooks call in a process that goes on."""
-    global _STARTED_BY_COMMAND
-    _STARTED_BY_COMMAND = True
+    from .resources import mark_started_by_command  # light: no torch
+
+    mark_started_by_command()
     from .engine import preemption  # light: no torch
 
     preemption.DEADLINE_OUTLIVES_RUN = True  # this process ends with the run
@@ -111,6 +106,9 @@ def _run(args: argparse.Namespace) -> int:
     """
     training = args.command == "train"
     try:
+        from .progress import interval_s
+
+        interval_s()  # SODKIT_PROGRESS_S: a bad setting is one line before any work
         return int(args._run(args) or 0)
     except WriteFailed as exc:
         _report(args, f"error: {exc}{_RESUME if training else ''}")

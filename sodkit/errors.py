@@ -37,6 +37,10 @@ class UserError(Exception):
         super().__init__(_one_line(str(message)))
 
 
+class ConfigError(UserError, ValueError):
+    """A config file or override the user must fix; the CLI exits with code 2."""
+
+
 class DataError(UserError):
     """A dataset problem: missing folder, unmatched pairs, unreadable image; names the path."""
 

@@ -50,3 +50,16 @@ def decoded_grey(encoded: bytes) -> np.ndarray | None:
     turns it as it turns every image); None if it does not decode."""
     data = np.frombuffer(encoded, dtype=np.uint8)
     return cv2.imdecode(data, cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION)
+
+
+def to_uint8(array: np.ndarray) -> np.ndarray:
+    """Any decoded depth as 8 bits, as OpenCV reads it (16-bit: the high byte)."""
+    if array.dtype == np.uint8:
+        return array
+    if array.dtype == np.uint16:
+        # the high byte, as OpenCV's imread (libpng's strip_16) keeps it: cv2.imread(p, 0) and
+        # cv2.imread(p) of a 16-bit PNG read so (sodkit/grey.py)
+        return (array >> 8).astype(np.uint8)
+    if np.issubdtype(array.dtype, np.floating):  # float TIFFs: assume [0, 1]
+        return np.clip(np.rint(array * 255.0), 0, 255).astype(np.uint8)
+    return np.clip(array, 0, 255).astype(np.uint8)

@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 
 from .errors import DataError
+from .grey import to_uint8
 from .limits import check_pixels, read_file
 from .mask_encoding import decode_mask
 from .png import decode_grey
@@ -217,21 +218,22 @@ def _oriented(array: np.ndarray, orientation: int) -> np.ndarray:
     return array
 
 
-def _to_uint8(array: np.ndarray) -> np.ndarray:
-    if array.dtype == np.uint8:
-        return array
-    if array.dtype == np.uint16:
-        # the high byte, as OpenCV's imread (libpng's strip_16) keeps it: cv2.imread(p, 0) and
-        # cv2.imread(p) of a 16-bit PNG read so (sodkit/grey.py)
-        return (array >> 8).astype(np.uint8)
-    if np.issubdtype(array.dtype, np.floating):  # float TIFFs: assume [0, 1]
-        return np.clip(np.rint(array * 255.0), 0, 255).astype(np.uint8)
-    return np.clip(array, 0, 255).astype(np.uint8)
-
-
 def read_image(path: str | Path, encoded: bytes | None = None) -> np.ndarray:
     """Any image file -> uint8 RGB array (H, W, 3); grey is replicated, alpha is dropped."""
-    array = _to_uint8(_decoded(path, encoded)[0])
+    return _rgb(to_uint8(_decoded(path, encoded)[0]))
+
+
+def read_image_alpha(path: str | Path, encoded: bytes | None = None
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`read_image` and the image's own alpha channel (uint8 (H, W), 16 bits as their
+    high byte), None for an image without one: what a cut-out of it keeps transparent."""
+    array = to_uint8(_decoded(path, encoded)[0])
+    alpha = array[:, :, 3].copy() if array.ndim == 3 and array.shape[2] == 4 else None
+    return _rgb(array), alpha
+
+
+def _rgb(array: np.ndarray) -> np.ndarray:
+    """Decoded uint8 pixels (grey, BGR or BGRA) as RGB."""
     if array.ndim == 2:
         return cv2.cvtColor(array, cv2.COLOR_GRAY2RGB)
     if array.shape[2] == 4:
@@ -300,7 +302,7 @@ def read_image_at(path: str | Path, shape: tuple[int, ...]) -> np.ndarray:
     return image
 
 
-def read_mask(path: str | Path) -> np.ndarray:
+def read_mask(path: str | Path, encoded: bytes | None = None) -> np.ndarray:
     """Any mask file -> uint8 grey (H, W), object bright, soft values kept (binarise ``> 128``).
 
     Grey, colour masks whose channels agree and 16-bit masks read exactly as
@@ -308,9 +310,23 @@ def read_mask(path: str | Path) -> np.ndarray:
     reader; :mod:`sodkit.grey`); an alpha channel is ignored. Other encodings (0/1 label maps,
     16-bit masks holding 0..255, a colour on black, palette label maps) are converted, or
     refused, by :func:`sodkit.mask_encoding.decode_mask`, the one place that decides for every
-    reader (training, evaluation, ``sodkit eval``, check-data).
+    reader (training, evaluation, ``sodkit eval``, check-data). ``encoded``: the file's bytes
+    where the caller holds them (the Python API's ``mask=`` bytes; ``path`` names them).
     """
+    given = encoded
+    raw, encoded, orientation = _decoded(path, encoded)
+    palette = raw.ndim == 3 and (_stores_palette(path) if given is None
+                                 else _holds_palette(encoded[:26]))
+    return decode_mask(raw, palette, path, grey=lambda: _opencv_grey(raw, encoded, orientation))
+
+
+def read_matte(path: str | Path) -> np.ndarray:
+    """:func:`read_mask` for training targets: a 16-bit grey alpha matte (values above 255)
+    keeps its 16 bits (uint16, 1/65535 steps) instead of its high byte; every other file reads
+    as :func:`read_mask` reads it (uint8)."""
     raw, encoded, orientation = _decoded(path)
+    if raw.dtype == np.uint16 and raw.ndim == 2 and int(raw.max()) > 255:
+        return np.ascontiguousarray(raw)
     return decode_mask(raw, raw.ndim == 3 and _stores_palette(path), path,
                        grey=lambda: _opencv_grey(raw, encoded, orientation))
 
@@ -324,7 +340,7 @@ def _opencv_grey(raw: np.ndarray, encoded: bytes, orientation: int) -> np.ndarra
         return png_grey(raw)
     grey = decoded_grey(encoded)
     if grey is None:  # decoded in colour, not as grey: OpenCV's conversion of the colours
-        return cv2.cvtColor(_to_uint8(raw)[:, :, :3], cv2.COLOR_BGR2GRAY)
+        return cv2.cvtColor(to_uint8(raw)[:, :, :3], cv2.COLOR_BGR2GRAY)
     return _oriented(grey, orientation)
 
 
@@ -336,6 +352,10 @@ def _stores_palette(path: str | Path) -> bool:
             head = handle.read(26)
     except OSError:
         return False
+    return _holds_palette(head)
+
+
+def _holds_palette(head: bytes) -> bool:
     return head.startswith(b"GIF8") or (head.startswith(_PNG_SIGNATURE) and head[25:26] == b"\x03")
 
 

@@ -11,7 +11,12 @@ sees alike, with or without a config:
 - ``SODKIT_MAX_PIXELS``: pixels of one decoded image (default 2**28 = 268 megapixels, 16384 x
   16384; OpenCV's own limit is 2**30);
 - ``SODKIT_MAX_FILE_MB``: size of one image file, which is read whole (default 1024 MiB); it
-  bounds the result files a report reads whole too (JSON, CSV, ``train.log``).
+  bounds the result files a report reads whole too (JSON, CSV, ``train.log``);
+- ``SODKIT_MAX_MEMORY_MB``: the memory that work whose size is a product of settings may ask
+  for (an image's pixels times an algorithm's bytes per pixel, a batch times the network's
+  memory per image): :func:`check_memory`, before the work. Default: the memory available
+  when it is asked (``MemAvailable``, or a container's limit), so that such work is refused
+  in one line instead of being killed by the system.
 
 Fixed bounds: a checkpoint (a zip) may declare at most :data:`MAX_UNPACKED_RATIO` times its size
 on disk once unpacked (torch stores tensors uncompressed, so a real one declares less than its
@@ -32,6 +37,8 @@ MAX_PIXELS_VARIABLE = "SODKIT_MAX_PIXELS"
 DEFAULT_MAX_PIXELS = 1 << 28
 MAX_FILE_MB_VARIABLE = "SODKIT_MAX_FILE_MB"
 DEFAULT_MAX_FILE_MB = 1024
+MAX_MEMORY_MB_VARIABLE = "SODKIT_MAX_MEMORY_MB"
+GIB = 1 << 30
 MAX_UNPACKED_RATIO = 4  # a checkpoint's declared unpacked size / its size on disk
 MIB = 1 << 20
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # O_BINARY: Windows only
@@ -59,6 +66,37 @@ def max_pixels() -> int:
 def max_file_bytes() -> int:
     """The largest image file read (``SODKIT_MAX_FILE_MB``, in MiB)."""
     return _setting(MAX_FILE_MB_VARIABLE, DEFAULT_MAX_FILE_MB) * MIB
+
+
+def memory_budget() -> tuple[int | None, str]:
+    """``(bytes, what they are)``: ``SODKIT_MAX_MEMORY_MB`` when set, else the memory available
+    now (:func:`sodkit.resources.available_memory`); None where neither is known."""
+    if os.environ.get(MAX_MEMORY_MB_VARIABLE, "").strip():
+        limit = _setting(MAX_MEMORY_MB_VARIABLE, 1) * MIB
+        return limit, f"the limit of {gib(limit)} ({MAX_MEMORY_MB_VARIABLE})"
+    from .resources import available_memory
+
+    available = available_memory()
+    return available, f"the {gib(available or 0)} of memory available"
+
+
+def gib(size: float) -> str:
+    """A size in bytes for messages: ``1.4 GiB``, ``310 MiB``."""
+    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{max(size / MIB, 0.1):.3g} MiB"
+
+
+def check_memory(need: int, what: str, lower: str,
+                 budget: tuple[int | None, str] | None = None) -> None:
+    """Refuse work that needs ``need`` bytes, more than :func:`memory_budget` (or ``budget``:
+    ``(bytes, what they are)``, a GPU's), before it starts: one line saying what needs how
+    much (``what``), what is there, and what to lower (``lower``). Nothing is refused where
+    the budget is unknown."""
+    limit, described = budget or memory_budget()
+    if limit is None or need <= limit:
+        return
+    setting = "" if budget else (f" (or, if the memory is there, raise {MAX_MEMORY_MB_VARIABLE},"
+                                 f" e.g. {MAX_MEMORY_MB_VARIABLE}={_suggest(-(-need // MIB))})")
+    raise UserError(f"{what} needs about {gib(need)}, more than {described}; {lower}{setting}")
 
 
 def check_pixels(path: str | Path, width: int, height: int) -> None:

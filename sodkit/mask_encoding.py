@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataError
+from .grey import to_uint8
 from .text import noun_for, plural
 
 LABELS = "0/1 label maps: read as 0/255"
@@ -68,13 +69,12 @@ def decode_mask(raw: np.ndarray, palette: bool, path: str | Path,
     counted under the file's folder; an encoding with no sure reading is a ``DataError``.
     """
     from .grey import png_grey
-    from .imageio import _to_uint8  # imported late: imageio's read_mask calls this module
 
     kinds = []
     if raw.dtype == np.uint16 and 0 < raw.max() <= 255:
         raw, grey = raw.astype(np.uint8), None  # its 8-bit values, not the file's high bytes
         kinds.append(WIDE)
-    array = _to_uint8(raw)
+    array = to_uint8(raw)
     if array.ndim == 3:
         array = array[:, :, 0] if array.shape[2] == 1 else array[:, :, :3]
     if array.ndim == 3:

@@ -66,7 +66,7 @@ def model_file_bytes(weights: dict[str, Any], config: dict[str, Any],
     and ``provenance`` (source, sha256, format, weights, ...; ``sodkit_version`` is added)."""
     from safetensors.torch import save
 
-    from . import __version__
+    from .version import __version__
 
     metadata = {_META_FORMAT: FORMAT, _META_CONFIG: json.dumps(config, sort_keys=True),
                 _META_PROVENANCE: json.dumps({"sodkit_version": __version__, **provenance},
@@ -87,7 +87,7 @@ def from_checkpoint(state: dict[str, Any], source: str | Path, which: str = "aut
     """``(weights, provenance)`` of a model file made from a loaded checkpoint (or model file)
     ``state`` read from ``source``: the EMA weights when it has them unless ``which`` is
     ``model``; the provenance names the file, its sha256, its format and which weights."""
-    from .commands._common import check_finite_weights, pick_weights
+    from .checkpoint_weights import check_finite_weights, pick_weights
 
     source = Path(source)
     name, weights = pick_weights(state, which, source)
@@ -132,6 +132,9 @@ def read_safetensors(path: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
         raise UserError(f"model file not found: {path}")
     check_file_size(path, "model file")
     metadata = _header(path).get("__metadata__") or {}
+    if not isinstance(metadata, dict):
+        raise UserError(f"{path} is not a safetensors file (its __metadata__ is a "
+                        f"{type(metadata).__name__}, not a mapping of texts)")
     try:
         tensors = load_file(path, device="cpu")
     except (SafetensorError, OSError, ValueError) as exc:
@@ -148,10 +151,41 @@ def read_model_file(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path} is a .safetensors file but not a sodkit model file (no "
                         f"{FORMAT!r} metadata); a weights file in sodkit's names can start a "
                         f"run with model.init_from")
-    try:
-        config = json.loads(metadata[_META_CONFIG])
-        provenance = json.loads(metadata.get(_META_PROVENANCE, "{}"))
-    except ValueError:
-        raise UserError(f"{path}: its config metadata is not JSON (the file is damaged)") from None
+    config = _json_object(path, metadata[_META_CONFIG], _META_CONFIG)
+    provenance = _json_object(path, metadata.get(_META_PROVENANCE, "{}"), _META_PROVENANCE)
     return {"model": tensors, "config": config, "provenance": provenance,
             "model_file": True}
+
+
+def _json_object(path: str | Path, text: str, key: str) -> dict[str, Any]:
+    """The JSON object a metadata entry holds; anything else (not JSON, a list, a text) is one
+    line naming the file: the metadata is input, like the rest of the file."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise UserError(f"{path}: its {key} metadata is not JSON (the file is damaged)") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: its {key} metadata is a JSON {_json_type(value)}, not an "
+                        f"object (the file is damaged or was not written by sodkit)")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
+
+
+def read_model_metadata(path: str | Path) -> tuple[Any, Any]:
+    """``(config, provenance)`` as stored in a model file, read from its header alone (the
+    weights are not read): for uses of the config only, such as a fine-tuning recipe."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"model file not found: {path}")
+    check_file_size(path, "model file")
+    metadata = _header(path).get("__metadata__") or {}
+    if not isinstance(metadata, dict) or metadata.get(_META_FORMAT) != FORMAT \
+            or _META_CONFIG not in metadata:
+        raise UserError(f"{path} is a .safetensors file but not a sodkit model file (no "
+                        f"{FORMAT!r} metadata)")
+    return (_json_object(path, metadata[_META_CONFIG], _META_CONFIG),
+            _json_object(path, metadata.get(_META_PROVENANCE, "{}"), _META_PROVENANCE))

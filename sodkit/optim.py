@@ -16,9 +16,9 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
-from .config.loader import ConfigError
 from .config.ranges import check_ranges
 from .config.schema import OptimCfg, ScheduleCfg
+from .errors import ConfigError
 
 log = logging.getLogger(__name__)
 

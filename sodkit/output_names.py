@@ -12,7 +12,8 @@ same file.
 from __future__ import annotations
 
 from .errors import UserError
-from .paths import MARKER, check_name
+from .outputs import MARKER
+from .paths import check_name
 
 OUTPUT_NAMES = (MARKER, "evaluation.json", "datasets.json", "results.json", "results.md",
                 "results.csv", "results_per_image.csv", "curves.json", "pr.png", "fm.png")

@@ -6,23 +6,19 @@ path that points at the user's working directory. As a second line of defence, :
 resolves each path sodkit writes and checks that it still lies in the folder it belongs to.
 
 Which folders and files a command may write, replace or delete is the business of
-:mod:`sodkit.outputs` (outputs by kind); the names here that delegate to it are kept for the
-commands that use them. Inputs are never outputs: :func:`check_not_input`. Light imports only:
-``sodkit eval`` uses this without torch.
+:mod:`sodkit.outputs` (outputs by kind), which builds on this module. Inputs are never outputs:
+:func:`check_not_input`. Standard library only: ``sodkit eval`` uses this without torch.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import UserError
-from .outputs import MARKER, claim, is_owned, removal_problem
 
-__all__ = ["MARKER", "check_name", "check_not_input", "check_removable", "claim_folder",
-           "inside", "is_inside", "is_owned", "name_problem", "remove_run_folder",
+__all__ = ["check_name", "check_not_input", "inside", "is_inside", "name_problem",
            "resolved_files"]
 
 MAX_NAME_BYTES = 255  # the longest file name common file systems accept
@@ -86,33 +82,6 @@ def inside(folder: Path, *parts: str) -> Path:
         raise UserError(f"refusing to write {path}: it resolves to {path.resolve()}, outside "
                         f"{Path(folder).resolve()}")
     return path
-
-
-def claim_folder(folder: Path, kind: str, force: bool = False) -> Path:
-    """:func:`sodkit.outputs.claim` (a run folder for ``train``, else ``--out``); returns
-    ``folder``."""
-    claim(folder, kind, force, "run folder" if kind == "train" else "--out")
-    return Path(folder)
-
-
-def check_removable(folder: Path, output_root: Path, kind: str = "train") -> None:
-    """Refuse ``--overwrite`` of anything but a folder of ``kind`` strictly under output_root
-    that holds only what sodkit ``kind`` wrote there (:func:`sodkit.outputs.removal_problem`)."""
-    folder, root = Path(folder), Path(output_root)
-    if not folder.is_symlink():
-        resolved, root_resolved = folder.resolve(), root.resolve()
-        if resolved == root_resolved or not resolved.is_relative_to(root_resolved):
-            raise UserError(f"--overwrite: {folder} does not lie under {root}; nothing deleted")
-    problem = removal_problem(folder, kind)
-    if problem is not None:
-        raise UserError(f"--overwrite: {problem}; nothing deleted")
-
-
-def remove_run_folder(folder: Path, output_root: Path, kind: str = "train") -> None:
-    """Delete a folder for ``--overwrite``: only sodkit's own, of ``kind``, under output_root."""
-    check_removable(folder, output_root, kind)
-    if Path(folder).exists():
-        shutil.rmtree(Path(folder).resolve())
 
 
 def check_not_input(out: Path, inputs: Iterable[Path], what: str = "--out") -> None:

@@ -28,6 +28,20 @@ from .text import plural
 
 MAX_AUTO_WORKERS = 8
 WORKERS_PER_CORE = 2
+_STARTED_BY_COMMAND = False
+
+
+def mark_started_by_command() -> None:
+    """Called once by the ``sodkit`` command's entry point (:func:`sodkit.cli.console_main`)."""
+    global _STARTED_BY_COMMAND
+    _STARTED_BY_COMMAND = True
+
+
+def started_by_command() -> bool:
+    """Whether this process is the ``sodkit`` command's own (not a test or a notebook that calls
+    :func:`sodkit.cli.main`): nothing but the command has run in it, so process-wide choices
+    (a fork server for worker pools) are safe."""
+    return _STARTED_BY_COMMAND
 
 logger = logging.getLogger(__name__)
 
@@ -102,3 +116,38 @@ def keep_freed_memory() -> bool:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+_CGROUPS = (("/sys/fs/cgroup/", "memory.max", "memory.current", "inactive_file"),  # v2
+            ("/sys/fs/cgroup/memory/", "memory.limit_in_bytes", "memory.usage_in_bytes",
+             "total_inactive_file"))  # v1
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process can still have without swapping: the kernel's
+    ``MemAvailable`` (free memory plus the caches it can reclaim), or less where a container's
+    cgroup limit leaves less (its limit minus its usage, plus the file cache it may drop, as
+    ``docker stats`` counts); None where neither can be read (not Linux)."""
+    found = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            found += [int(line.split()[1]) * 1024 for line in handle
+                      if line.startswith("MemAvailable:")]
+    except (OSError, ValueError):
+        pass
+    for folder, limit, usage, cache in _CGROUPS:
+        try:
+            text = _read(folder + limit)
+            if text == "max" or int(text) >= 1 << 60:  # no limit (v1 writes a huge number)
+                continue
+            stat = dict(line.split() for line in _read(folder + "memory.stat").splitlines())
+            found.append(max(int(text) - int(_read(folder + usage)) + int(stat.get(cache, 0)),
+                             0))
+        except (OSError, ValueError):
+            continue
+    return min(found) if found else None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="ascii") as handle:
+        return handle.read().strip()

@@ -31,3 +31,8 @@ def noun_for(count: int, noun: str, many: str | None = None) -> str:
     else:
         last += "s"
     return f"{head} {last}" if head else last
+
+
+def and_list(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: several things named in one message."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

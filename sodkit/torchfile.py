@@ -149,11 +149,42 @@ def _read(path: Path, allow: list[Any] | None = None, mmap: bool = False) -> Any
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
 
 
-def read_weights_only(path: str | Path, what: str = "checkpoint", mmap: bool = False) -> Any:
+# what a file is by its first bytes, for a file that is no torch file at all
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
+          (b"GIF8", "a GIF image"), (b"BM", "a BMP image"), (b"\x1f\x8b", "a gzip archive"),
+          (b"\x89HDF", "an HDF5 file (Keras?)"), (b"\x08", "an ONNX or protobuf file"),
+          (b"%PDF", "a PDF document"))
+_TORCH_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip; the legacy format's pickle
+
+
+def foreign_kind(path: Path) -> str | None:
+    """What ``path`` is when it is no file torch.save writes (by its first bytes): ``a PNG
+    image``, ``a .safetensors file``, ``text``...; None when it may be a torch file."""
+    with open(path, "rb") as handle:
+        head = handle.read(16)
+    if head.startswith(_TORCH_MAGIC):
+        return None
+    if len(head) >= 9 and head[8:9] == b"{" and path.suffix.lower() != ".pt":
+        return "a .safetensors file (give it a .safetensors name)"
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if not head:
+        return "empty"
+    try:
+        head.decode("utf-8")
+        return "text"
+    except UnicodeDecodeError:
+        return "not a file torch.save writes"
+
+
+def read_weights_only(path: str | Path, what: str = "checkpoint", mmap: bool = False,
+                      takes: str = "") -> Any:
     """``torch.load(weights_only=True)`` with one-line errors for every way a file can be wrong.
 
     ``mmap``: map the file instead of reading it, so that only the tensors used are ever read
-    (see :func:`load_checkpoint`).
+    (see :func:`load_checkpoint`). ``takes``: what the setting takes, said when the file is
+    something else altogether (a PNG given as a checkpoint).
 
     Raises:
         UserError: the path is missing or a folder, the file is truncated or not a torch file,
@@ -167,10 +198,18 @@ def read_weights_only(path: str | Path, what: str = "checkpoint", mmap: bool = F
     if not path.is_file():
         raise UserError(f"{what} not found: {path}")
     check_unpacked_size(path, what)
+    kind = foreign_kind(path)
+    if kind is not None:  # a PNG given as a checkpoint is no pickle that needs code
+        raise UserError(f"{what} {path} is {kind}, not a file written by torch.save"
+                        + (f"; {takes}" if takes else ""))
     try:
         return _read(path, mmap=mmap)
     except pickle.UnpicklingError as exc:
-        raise UserError(_refusal(path, unsafe_globals(path, exc))) from None
+        names = unsafe_globals(path, exc)
+        if not names:  # a broken pickle, not one that asks for code
+            raise UserError(f"cannot read {what} {path}: its pickle is damaged or was not "
+                            f"written by torch.save" + (f"; {takes}" if takes else "")) from None
+        raise UserError(_refusal(path, names)) from None
     except Exception as exc:  # truncated, not a zip, not a pickle: name the file and the cause
         raise UserError(f"cannot read {what} {path}: {exc.__class__.__name__}: "
                         f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'} "
@@ -196,7 +235,29 @@ def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"{path} is not a sodkit checkpoint (no 'model' entry); to use a "
                         f"backbone's weights file, set model.pretrained instead")
+    check_checkpoint_shape(state, path)
     return state
+
+
+def check_checkpoint_shape(state: dict[str, Any], path: str | Path) -> None:
+    """The entries every reader takes as given have their types: ``model`` a mapping of names to
+    tensors, ``ema`` none or a mapping holding one, ``config`` a mapping (a checkpoint is
+    input: a list where a mapping belongs is one line naming the file, not a traceback)."""
+    def weights(value: Any) -> bool:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+
+    problem = None
+    if not weights(state["model"]):
+        problem = "its 'model' entry is not a mapping of names to tensors"
+    elif state.get("ema") and not (isinstance(state["ema"], dict)
+                                   and weights(state["ema"].get("model"))):
+        problem = "its 'ema' entry holds no weights"
+    elif state.get("config") is not None and not isinstance(state["config"], dict):
+        problem = f"its stored config is a {type(state['config']).__name__}, not a mapping"
+    if problem is not None:
+        raise UserError(f"{path} is not a checkpoint sodkit can read: {problem} (the file is "
+                        f"damaged or was not written by sodkit)")
 
 
 def plain_numpy_state(state: tuple) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""A real headless Chromium driven over the DevTools protocol, for tests of ``report.html``.
+"""A real headless Chromium driven over the DevTools protocol, for tests of ``report.html``
+and of ``sodkit serve``'s page.
 
 Chromium is started by the test with ``--remote-debugging-pipe``: commands go in on file
 descriptor 3 and answers come out on 4, as NUL-terminated JSON, so no port, no websocket
@@ -107,6 +108,22 @@ class Browser:
         self.events.clear()
         self.call("Page.navigate", {"url": path.resolve().as_uri()}, session=True)
         self.wait_for("Page.loadEventFired")
+
+    def open_url(self, url: str) -> None:
+        """Open a page served over HTTP (``sodkit serve``'s) and wait for its load event."""
+        self.events.clear()
+        self.call("Page.navigate", {"url": url}, session=True)
+        self.wait_for("Page.loadEventFired")
+
+    def set_files(self, selector: str, paths: list[Path]) -> None:
+        """Choose ``paths`` in the file input ``selector``, as a user does in the file dialog
+        (the page gets its ``change`` event)."""
+        root = self.call("DOM.getDocument", session=True)["root"]["nodeId"]
+        node = self.call("DOM.querySelector", {"nodeId": root, "selector": selector},
+                         session=True)["nodeId"]
+        self.call("DOM.setFileInputFiles", {"nodeId": node,
+                                            "files": [str(p.resolve()) for p in paths]},
+                  session=True)
 
     def evaluate(self, expression: str) -> Any:
         result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,

@@ -17,6 +17,7 @@ from PIL import Image
 import sodkit
 from sodkit.cli import main
 from sodkit.errors import UserError
+from sodkit.foreground import blur_fusion_uint8
 from sodkit.imageio import read_image, read_mask
 from tests.conftest import ROOT
 
@@ -99,6 +100,11 @@ def test_cutout_is_rgba_with_the_mask_as_alpha(predicted):
     assert white.mode == "RGB" and white.size == rgba.size
     clear = array[:, :, 3] == 0
     assert (np.asarray(white)[clear] == 255).all()
+    fused = np.asarray(model.cutout(images[0], foreground="blur-fusion"))  # issue 38, item 4
+    assert np.array_equal(fused[:, :, 3], array[:, :, 3])
+    assert np.array_equal(fused[:, :, :3], blur_fusion_uint8(rgb, array[:, :, 3]))
+    with pytest.raises(UserError, match="choose one of blur-fusion, ml, none"):
+        model.cutout(images[0], foreground="fast")
 
 
 def test_load_refuses_what_it_cannot_use(predicted, tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sodkit.config import ModelCfg, load_config
-from sodkit.config.loader import ConfigError
+from sodkit.errors import ConfigError
 from sodkit.network import build_network
 
 ROOT = Path(__file__).resolve().parents[1]

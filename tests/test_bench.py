@@ -83,7 +83,8 @@ def test_bench_speed_names_a_bottleneck(tmp_path: Path, capsys) -> None:
 
 def test_bench_speed_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     """On a terminal (a pseudo-terminal with a size here), a tqdm bar counts the parts measured
-    (3 per round and the evaluation), after the plan and the estimate (#28)."""
+    (3 per round and the evaluation), after the plan and the estimate (#28), and a last line
+    says how long they took (sodkit.progress)."""
     import fcntl
     import os
     import pty
@@ -115,4 +116,4 @@ def test_bench_speed_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     text = seen.decode(errors="replace")
     assert text.index("bench speed: 2 rounds") < text.index("estimate: about") \
         < text.index("round 1/2: loader"), text[-3000:]
-    assert "round 2/2: loop" in text and "7/7 [" in text, text[-3000:]
+    assert "round 2/2: loop" in text and "bench speed: done, 7 parts in" in text, text[-3000:]

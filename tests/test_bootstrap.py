@@ -192,7 +192,7 @@ def test_report_leaves_out_intervals_older_than_the_results(tmp_path, caplog):
     """An evaluation without --ci into the same folder leaves the older ci.json: the report says
     so and does not show intervals of other numbers."""
     rng = np.random.default_rng(1)
-    for i in range(6):
+    for i in range(10):
         pred, gt = realistic_pair(rng, 30, 30)
         write_png(tmp_path / "gt" / f"im{i}.png", gt)
         write_png(tmp_path / "m" / f"im{i}.png", pred)

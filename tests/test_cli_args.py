@@ -51,7 +51,33 @@ def test_check_data_report_and_convert_take_positionals_around_options():
 
 def test_every_command_is_covered():
     assert set(COMMANDS) == {"train", "test", "predict", "eval", "report", "check-data",
-                             "bench", "info", "convert-checkpoint", "export", "import-weights"}
+                             "bench", "info", "convert-checkpoint", "export", "import-weights",
+                             "models", "serve"}
+
+
+def test_predict_and_test_take_a_model_name_instead_of_a_checkpoint(capsys):
+    args = parse_args(["predict", "--model", "birefnet-general", "--out", "o", "x.png"])
+    assert (args.model, args.checkpoint) == ("birefnet-general", None)
+    args = parse_args(["test", "configs/demo.yaml", "--model", "minet-r50", "name=x"])
+    assert (args.model, args.overrides) == ("minet-r50", ["name=x"])
+    args = parse_args(["models", "--fetch", "a", "b", "--json"])
+    assert (args.fetch, args.json) == (["a", "b"], True)
+    for argv in (["predict", "--out", "o", "x.png"],
+                 ["predict", "--model", "m", "--checkpoint", "c.pt", "--out", "o", "x.png"]):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+        assert "--checkpoint" in capsys.readouterr().err
+
+
+def test_serve_takes_a_model_and_its_bounds():
+    args = parse_args(["serve", "--model", "birefnet-general-lite", "--port", "0",
+                       "--max-batch", "4", "--queue", "8", "--token", "t"])
+    assert (args.model, args.host, args.port, args.max_batch, args.queue, args.token) == \
+        ("birefnet-general-lite", "127.0.0.1", 0, 4, 8, "t")
+    for argv in (["serve"], ["serve", "--checkpoint", "c.pt", "--port", "70000"],
+                 ["serve", "--checkpoint", "c.pt", "--max-batch", "0"]):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
 
 
 def test_bench_and_info_overrides_after_options():

@@ -53,8 +53,9 @@ def test_every_numeric_option_has_a_range():
 def test_an_opset_newer_than_torch_supports_is_one_line(tmp_path, capsys):
     """The newest opset depends on the installed torch, so it is checked in the command, before
     the checkpoint is read."""
-    code = main(["export", "--checkpoint", str(tmp_path / "none.pt"), "--onnx",
+    (tmp_path / "never_read.pt").write_bytes(b"not a checkpoint")
+    code = main(["export", "--checkpoint", str(tmp_path / "never_read.pt"), "--onnx",
                  str(tmp_path / "m.onnx"), "--opset", "999"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--opset 999: torch" in err[0], err
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["never_read.pt"]

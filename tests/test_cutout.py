@@ -85,7 +85,8 @@ def test_cutout_is_rgba_at_the_image_size_and_overlay_tints(saved):
 def test_save_options_are_checked_before_any_work(saved, capsys):
     checkpoint, folder, images = saved
     base = ["predict", "--checkpoint", str(checkpoint), "--workers", "0", str(images[0])]
-    for options, message in ((["--save", "cutout", "--background", "pink"], "colour 'pink'"),
+    for options, message in ((["--save", "cutout", "--background", "pink"],
+                              "--background 'pink': not a colour"),
                              (["--background", "white"], "apply to --save cutout"),
                              (["--save", "binary", "--threshold", "1.5"],
                               "argument --threshold: must be in [0, 1], got 1.5")):
@@ -133,7 +134,7 @@ def test_foreground_estimation_removes_the_old_background_colour():
 
 def test_missing_pymatting_is_one_line():
     code = ("import sys; sys.modules['pymatting'] = None\n"
-            "from sodkit.cutout import check_foreground_estimation\n"
+            "from sodkit.foreground import check_foreground_estimation\n"
             "check_foreground_estimation()")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)

@@ -9,10 +9,9 @@ import cv2
 import numpy as np
 import pytest
 
-from sodkit.config.loader import ConfigError
 from sodkit.config.schema import DatasetCfg
 from sodkit.data import check_pairs, find_pairs, resolve_dataset
-from sodkit.errors import DataError
+from sodkit.errors import ConfigError, DataError
 
 
 def write(path: Path, array: np.ndarray) -> Path:

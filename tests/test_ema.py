@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from sodkit.checkpoint_weights import pick_weights
 from sodkit.cli import main
-from sodkit.commands._common import pick_weights
 from sodkit.engine.ema import EMA
 from sodkit.errors import UserError
 from tests.sod_fixtures import tiny_overrides

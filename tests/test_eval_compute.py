@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.config.loader import ConfigError
 from sodkit.config.schema import EvalCfg
 from sodkit.engine.checkpoint import CheckpointManager
+from sodkit.errors import ConfigError
 from sodkit.metrics.families import FAMILIES
 from sodkit.metrics.testing import realistic_pair
 from tests.families_fixtures import (
@@ -139,6 +139,23 @@ def test_eval_reads_the_images_for_ccm(folders, tmp_path, capsys):
     assert main([*base, "--images", str(images), "--out", str(tmp_path / "o3")]) == 2
     # the GT folder's generic name ("gt") gives way to its parent's (#28)
     assert f"no image for 1 GT stem of {tmp_path.name}: im3" in capsys.readouterr().err
+
+
+def test_compute_all_with_images_includes_ccm(folders, tmp_path, caplog):
+    """With --images, `all` is every family, CCM too (it said "--images is read only by
+    --compute CCM; ignored"); without, every family of the masks alone, as before (#33)."""
+    images = tmp_path / "images"
+    images.mkdir()
+    for k, (_, gt) in enumerate(_pairs(folders["gt"], folders["a"])):
+        assert cv2.imwrite(str(images / f"im{k}.png"), camouflaged_image(gt, k)[:, :, ::-1])
+    base = ["eval", "--gt", str(folders["gt"]), "--pred", f"A={folders['a']}", "--compute",
+            "all"]
+    assert main([*base, "--images", str(images), "--out", str(tmp_path / "with")]) == 0
+    assert "ignored" not in caplog.text
+    with_images = json.loads((tmp_path / "with" / "results.json").read_text())["A"]
+    assert set(with_images) >= {key for family in FAMILIES.values() for key in family.keys}
+    assert main([*base, "--out", str(tmp_path / "without")]) == 0
+    assert "CCM" not in json.loads((tmp_path / "without" / "results.json").read_text())["A"]
 
 
 def test_per_image_csv_holds_each_images_family_values(folders, tmp_path):

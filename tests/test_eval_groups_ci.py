@@ -17,7 +17,7 @@ from sodkit.metrics import STANDARD_KEYS, SODMetrics
 from sodkit.metrics.bootstrap import resample_weights, resampled_values
 from sodkit.metrics.testing import realistic_pair
 
-GROUPS, FRAMES = 6, 3
+GROUPS, FRAMES = 10, 3
 
 
 @pytest.fixture()
@@ -52,9 +52,9 @@ def test_groups_are_resampled_and_the_values_are_the_group_averages(root, capsys
     assert not ci["comparisons"]["copy"]["maxFm"]["excludes_zero"]
     assert ci["comparisons"]["good"]["maxFm"]["excludes_zero"]
     assert ci["comparisons"]["good"]["maxBIoU"]["difference"] > 0
-    assert "200 resamples of 6 groups (18 images)" in capsys.readouterr().out
+    assert "200 resamples of 10 groups (30 images)" in capsys.readouterr().out
     assert main(["report", str(out), "--out", str(root / "page.html"), "--ci"]) == 0
-    assert "200 resamples of 6 groups (18 images)" in (root / "page.html").read_text()
+    assert "200 resamples of 10 groups (30 images)" in (root / "page.html").read_text()
 
 
 def test_a_group_bootstrap_weighs_groups_not_images():
@@ -85,6 +85,6 @@ def test_ci_with_a_method_lacking_images_is_one_line_before_any_work(root, capsy
                  "--ci"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == ("sodkit eval: error: --ci resamples the images every method has; method "
-                       f"'copy' lacks 1 of 18 in dataset {root.name} (--allow-missing): leave "
+                       f"'copy' lacks 1 of 30 in dataset {root.name} (--allow-missing): leave "
                        "out --ci, that method, or those images (--list)")
     assert not out.exists()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from sodkit.cli import main
-from sodkit.config.loader import ConfigError
 from sodkit.config.schema import EvalCfg
 from sodkit.engine.checkpoint import CheckpointManager
+from sodkit.errors import ConfigError
 from sodkit.metrics.families import FAMILIES
 from sodkit.metrics.keys import families_with, lower_is_better, selectable_keys
 from sodkit.report import ranking
@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_key_selects_checkpoints_the_way_tables_rank_it():
-    errors = {"MAE", "maxBER", "meanBER", "adpBER", "HCE", "MSE", "siMAE"}
+    errors = {"MAE", "maxBER", "meanBER", "adpBER", "HCE", "MSE", "siMAE",
+              "SAD", "MattingMSE", "MAD", "Grad", "Conn"}
     assert {key for key in selectable_keys() if lower_is_better(key)} == errors
     for key in selectable_keys():
         CheckpointManager.check_selection(EvalCfg(metric=key), ["D"])  # every key is accepted

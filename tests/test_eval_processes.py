@@ -99,7 +99,7 @@ def test_the_command_forks_its_workers_and_writes_the_same_files(datasets, tmp_p
     there); in this test process, where it has run, forking is refused (the fork server)."""
     assert not fork_is_safe()
     fresh = processes.run(
-        [sys.executable, "-c", "import sodkit.cli as cli; cli._STARTED_BY_COMMAND = True; "
+        [sys.executable, "-c", "import sodkit.resources as r; r.mark_started_by_command(); "
          "from sodkit.commands._eval_pool import fork_is_safe; print(fork_is_safe())"])
     assert fresh.stdout.strip() == "True", fresh.stderr
     assert _eval(datasets, tmp_path / "one", "--workers", "1") == 0

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from sodkit.commands._common import _all_finite
+from sodkit.checkpoint_weights import _all_finite
 from sodkit.config import ModelCfg
 from sodkit.network import build_network
 from sodkit.network.no_init import skip_parameter_init

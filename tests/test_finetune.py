@@ -89,11 +89,14 @@ def test_a_finetuning_run_starts_at_the_source_numbers_then_has_its_own(trained,
     page = (folder / "report.html").read_text()
     assert 'id="results-start"' in page and "The starting model (epoch 0" in page
     assert "Initialised from (model.init_from)" in page and file_sha256(best) in page
-    # a resume keeps the run's own state (here: a finished run) and says so once
+    # a resume keeps the run's own state (here: a finished run) and says, once and in the past
+    # tense, what the run's start loaded (#33: "is not loaded", then "574 tensors loaded")
     assert main(["train", *run, "--resume", "auto"]) == 0
     log = (folder / "train.log").read_text()
-    assert log.count("model.init_from is not loaded: a resumed run continues from its own") \
-        == 1
+    loaded = state["init"]["loaded"]
+    assert log.count("model.init_from is not loaded: a resumed run continues from its own") == 1
+    assert log.count(f"{loaded} tensors were loaded from {best}") == 1  # said in the past
+    assert log.count(f"{loaded} tensors loaded from") == 1  # the first run's own line only
 
 
 def test_the_recipe_fits_the_demo_model_it_documents():

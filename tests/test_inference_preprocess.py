@@ -20,10 +20,10 @@ from torchvision import transforms as T
 
 from sodkit.commands.test import follow_preprocess
 from sodkit.config import Config, load_config
-from sodkit.config.loader import ConfigError
 from sodkit.config.schema import DataCfg
 from sodkit.data import build_test_transform, transforms
 from sodkit.engine.postprocess import postprocess_of
+from sodkit.errors import ConfigError
 
 F3_MEAN = np.array([[[124.55, 118.90, 102.94]]])  # F3Net src/dataset.py Config
 F3_STD = np.array([[[56.77, 55.97, 57.50]]])

@@ -166,6 +166,26 @@ def test_a_bad_source_is_one_line(content, tmp_path):
             "not_tensors": "its weight 'heads.0.weight' is a int, not a tensor"}[content] in message
 
 
+@pytest.mark.parametrize("name, content, kind", [
+    ("mask.png", b"\x89PNG\r\n\x1a\n" + bytes(40), "a PNG image"),
+    ("photo.jpg", b"\xff\xd8\xff\xe0" + bytes(40), "a JPEG image"),
+    ("recipe.yaml", b"model:\n  name: fpn\n", "text"),
+    ("broken.pt", b"\x80\x02garbage", "its pickle is damaged"),
+], ids=["png", "jpeg", "text", "broken_pickle"])
+def test_a_file_that_is_no_weights_says_what_it_is_and_what_init_from_takes(
+        tmp_path, name, content, kind):
+    """A PNG given as model.init_from was refused as a pickle "needing code", with the advice
+    to load it with weights_only=False (#32 item 7)."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(UserError) as info:
+        _start(_cfg(), path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and kind in message, message
+    assert "model.init_from takes a sodkit checkpoint (.pt), a model file" in message
+    assert "weights_only" not in message and "pickled code" not in message
+
+
 def test_describe_shows_a_record_of_any_origin_as_text():
     # the report reads the record from a checkpoint it did not write: odd types are shown
     text = describe({"file": None, "loaded": "x", "fresh": 2, "exclude": 5, "weights": [1]})

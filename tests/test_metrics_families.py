@@ -4,6 +4,7 @@ evaluation) on realistic pairs and edge cases, and merge exactly like the standa
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import cv2
 import numpy as np
@@ -173,9 +174,11 @@ def test_a_missing_optional_package_is_refused_in_one_line(monkeypatch):
     """Without scikit-image (here: a family pointed at a package that does not exist)."""
     monkeypatch.setitem(FAMILIES, "HCE", dataclasses.replace(FAMILIES["HCE"],
                                                              needs=("sodkit_no_such_package",)))
+    from sodkit.extras import install_hint
+
     with pytest.raises(MissingPackage, match=r"^metric family HCE needs sodkit_no_such_package, "
-                                             r"which is not installed: pip install "
-                                             r"'sodkit\[metrics\]'$"):
+                                             r"which is not installed: "
+                                             + re.escape(install_hint("metrics")) + "$"):
         SODMetrics(families="HCE,MSE")
 
 

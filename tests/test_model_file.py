@@ -8,6 +8,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 import torch
 
@@ -167,8 +169,8 @@ def test_a_damaged_or_foreign_safetensors_file_is_one_line(tmp_path, capsys):
     truncated.write_bytes(good[: len(good) // 2])
     foreign = tmp_path / "foreign.safetensors"
     save_file({"w": torch.zeros(2)}, foreign)
-    image = tmp_path / "in.png"
-    image.write_bytes(b"")
+    image = tmp_path / "in.png"  # a real image: the inputs' headers are checked first
+    cv2.imwrite(str(image), np.zeros((8, 8, 3), np.uint8))
     capsys.readouterr()
     for path, message in ((hostile, "its header declares"), (truncated, "cannot read"),
                           (foreign, "not a sodkit model file")):

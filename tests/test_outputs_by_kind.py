@@ -221,7 +221,7 @@ def test_test_overwrite_deletes_only_its_own_unchanged_outputs(trained, data_roo
 # ---------------------------------------------------------------- markers of earlier versions
 def test_a_marker_without_kind_is_a_run_to_train_and_nothing_else(preds, trained, tmp_path,
                                                                    capsys):
-    from sodkit.paths import claim_folder
+    from sodkit.outputs import claim
 
     legacy = tmp_path / "legacy"
     legacy.mkdir()
@@ -231,9 +231,9 @@ def test_a_marker_without_kind_is_a_run_to_train_and_nothing_else(preds, trained
     line = error_line(capsys)
     assert "which command" in line and "sodkit train" in line, line
     assert (legacy / "results.json").read_text() == "{}\n"
-    claim_folder(legacy, "train")  # what `sodkit train --resume auto` does first
+    claim(legacy, "train", what="run folder")  # what `sodkit train --resume auto` does first
     assert json.loads((legacy / MARKER).read_text())["kind"] == "train"
-    assert (legacy / RECORD).is_file()  # its files are taken as the run's own
+    assert (legacy / RECORD).is_file()  # a record from now on; its files stay the user's
 
 
 def test_a_run_of_an_earlier_version_resumes(trained, data_root, tmp_path):

@@ -249,8 +249,9 @@ def test_fp16_evaluation_without_cuda_is_refused_before_any_work(command, data_r
     with runtime.precision, before a folder is claimed or a checkpoint read."""
     config = str(ROOT / "configs" / "demo.yaml")
     args = [command, config, *tiny_overrides(data_root, tmp_path, "fp16"), "eval.precision=fp16"]
-    if command == "test":
-        args += ["--checkpoint", str(tmp_path / "missing.pt")]
+    if command == "test":  # a file that is never read: the precision is refused first
+        (tmp_path / "never_read.pt").write_bytes(b"not a checkpoint")
+        args += ["--checkpoint", str(tmp_path / "never_read.pt")]
     assert main(args) == 2
     assert "eval.precision: fp16 needs a CUDA device" in capsys.readouterr().err
     assert not (tmp_path / "fp16").exists()

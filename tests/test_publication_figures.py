@@ -164,3 +164,37 @@ def test_report_selection_applies_to_page_tables_and_figures(curves, tmp_path, c
     assert main(["report", str(out), "--out", str(tmp_path / "p2.html"), "--include-methods",
                  "C"]) == 2
     assert "--include-methods C: no such method; known: ours, A, B" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, env, message", [
+    ("dpi: 1200\npanel_size: [30, 30]\n", {}, "is 36000 x 72720 pixels"),  # 2 panels a column
+    ("columns: 20\npanel_size: [30, 2]\ndpi: 1200\n", {}, "lower dpi (at most 1092"),
+    ("dpi: 300\n", {"SODKIT_MAX_PIXELS": "1000000"}, "SODKIT_MAX_PIXELS=1000000 in all"),
+])
+def test_a_figure_of_too_many_pixels_is_refused_before_drawing(curves, tmp_path, text, env,
+                                                              message):
+    """Each setting in range, their product not: panels x panel size x dpi^2 is checked before
+    matplotlib allocates the canvas (1.3 gigapixels ended in std::bad_alloc), in a process that
+    may grow by 512 MiB, one line naming what to lower, nothing written (#32)."""
+    from tests.hostile_files import run_capped
+
+    out, _ = curves
+    style = tmp_path / "big.yaml"
+    style.write_text(text + "columns: 1\n" * ("columns" not in text))
+    done = run_capped(["report", str(out), "--out", str(tmp_path / "page.html"), "--figures",
+                       str(tmp_path / "figs"), "--figure-style", str(style)], tmp_path,
+                      preload=("matplotlib.figure", "matplotlib.backends.backend_agg"), env=env)
+    assert done.returncode == 2, done.stderr[-2000:]
+    err = done.stderr.strip().splitlines()
+    assert message in err[-1] and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "figs").exists() and not (tmp_path / "page.html").exists()
+
+
+def test_a_large_vector_only_figure_is_drawn(curves, tmp_path):
+    """PDF and SVG have no canvas of pixels: the same size and dpi are drawn."""
+    out, _ = curves
+    style = tmp_path / "big.yaml"
+    style.write_text("dpi: 1200\npanel_size: [30, 30]\nformats: [pdf]\n")
+    assert main(["report", str(out), "--out", str(tmp_path / "page.html"), "--figures",
+                 str(tmp_path / "figs"), "--figure-style", str(style), "--curves", "pr"]) == 0
+    assert (tmp_path / "figs" / "pr.pdf").read_bytes().startswith(b"%PDF")

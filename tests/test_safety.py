@@ -18,7 +18,8 @@ import torch
 
 from sodkit.cli import main
 from sodkit.errors import UserError
-from sodkit.paths import MARKER, check_name, inside, name_problem
+from sodkit.outputs import MARKER
+from sodkit.paths import check_name, inside, name_problem
 from sodkit.torchfile import load_checkpoint, numpy_state, plain_numpy_state
 from tests.sod_fixtures import tiny_overrides
 
@@ -112,14 +113,19 @@ def test_overwrite_keeps_a_folder_without_the_marker(data_root, tmp_path):
 
 
 def test_overwrite_replaces_a_sodkit_run_folder(data_root, tmp_path):
+    """A run folder marked by hand (sodkit 0.1) holds no record: its working files (logs,
+    events, checkpoints) are the run's and go; any other file would be the user's
+    (tests/test_unrecorded_files.py)."""
     run = tmp_path / "again"
-    run.mkdir()
+    (run / "tb").mkdir(parents=True)
     (run / MARKER).write_text("{}\n")
-    (run / "stale.txt").write_text("from the earlier run\n")
+    (run / "tb" / "events.stale").write_text("from the earlier run\n")
+    (run / "train.log").write_text("from the earlier run\n")
     overrides = tiny_overrides(data_root, tmp_path, "again", epochs=1) + [
         "data.test=[]", "train.steps_per_epoch=1"]
     assert main(["train", str(DEMO), *overrides, "--overwrite"]) == 0
-    assert not (run / "stale.txt").exists()
+    assert not (run / "tb" / "events.stale").exists()
+    assert "from the earlier run" not in (run / "train.log").read_text()
     assert (run / "checkpoints" / "last.pt").is_file() and (run / MARKER).is_file()
 
 
@@ -147,9 +153,16 @@ def test_predict_into_its_own_input_folder_is_refused(trained, tmp_path, run_cli
     assert snapshot(pin) == before
     parent = run_cli("predict", "--checkpoint", ckpt, "--out", ".", "pin/0.png", cwd=tmp_path)
     assert parent.returncode == 2 and snapshot(pin) == before
-    (tmp_path / "file.png").write_bytes(b"x")
-    as_file = run_cli("predict", "--checkpoint", ckpt, "--out", "file.png", "pin", cwd=tmp_path)
+    (tmp_path / "file.txt").write_bytes(b"x")
+    as_file = run_cli("predict", "--checkpoint", ckpt, "--out", "file.txt", "pin", cwd=tmp_path)
     assert as_file.returncode == 2 and "is a file" in as_file.stderr
+    (tmp_path / "file.png").write_bytes(b"x")  # an image name: the output file of one image
+    as_file = run_cli("predict", "--checkpoint", ckpt, "--out", "file.png", "pin", cwd=tmp_path)
+    assert as_file.returncode == 2 and "names one file, but 3 images" in as_file.stderr
+    mine = run_cli("predict", "--checkpoint", ckpt, "--out", "file.png", "pin/0.png",
+                   cwd=tmp_path)
+    assert mine.returncode == 2 and "was not written by sodkit" in mine.stderr
+    assert (tmp_path / "file.png").read_bytes() == b"x"
 
 
 def test_predict_never_replaces_a_file_without_force(trained, tmp_path):

@@ -17,7 +17,7 @@ import timm
 import torch
 
 from ..config.derived import SIZE_KEYS
-from ..config.loader import ConfigError
+from ..errors import ConfigError
 
 AUTO = "auto"  # model.out_indices value
 

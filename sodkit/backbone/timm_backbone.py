@@ -14,9 +14,8 @@ import timm
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config.loader import ConfigError
 from ..config.schema import ModelCfg
-from ..errors import UserError
+from ..errors import ConfigError, UserError
 from . import checkpointing
 from .layer_decay import Rule, encoder_rules
 from .levels import STRIDES_4_TO_32, StrideNeed, plan_levels

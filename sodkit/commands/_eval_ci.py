@@ -14,20 +14,25 @@ import argparse
 import csv
 import io
 import json
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..argtypes import int_in
 from ..errors import UserError
-from ._common import int_in
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
     from ..outputs import OutputFolder
+    from .eval import Job
+
+logger = logging.getLogger(__name__)
 
 FILES = ("ci.json", "ci.csv")
+FEW_SAMPLES = 30  # below this many images (groups) the intervals get a warning
 CSV_COLUMNS = ("method", "metric", "value", "low", "high", "baseline", "difference",
                "difference_low", "difference_high", "p", "excludes_zero")
 
@@ -68,27 +73,52 @@ def options(args: argparse.Namespace, methods: Sequence[str]) -> CiOptions | Non
     return CiOptions(args.ci_resamples, args.ci_seed, args.baseline)
 
 
-def check_same_images(dataset: str, preds: dict[str, dict[str, Any]], total: int) -> None:
+def check_resampled(job: Job, chosen: CiOptions) -> None:
     """Before any image is measured: the bootstrap resamples images every method has (its
-    comparisons are paired), so with ``--allow-missing`` a method lacking some is refused."""
-    for method, files in preds.items():
+    comparisons are paired), so with ``--allow-missing`` a method lacking some is refused;
+    enough images (groups) to resample (:data:`~sodkit.metrics.bootstrap.MIN_SAMPLES`, a
+    warning below :data:`FEW_SAMPLES`); and the resampled values fit their memory bound."""
+    from ..metrics.bootstrap import MAX_KEPT_BYTES, MIN_SAMPLES, kept_bytes, key_count
+    from ._eval_groups import SEPARATOR
+
+    total = len(job.gts)
+    for method, files in job.preds.items():
         if len(files) < total:
             raise UserError(f"--ci resamples the images every method has; method {method!r} "
-                            f"lacks {total - len(files)} of {total} in dataset {dataset} "
+                            f"lacks {total - len(files)} of {total} in dataset {job.name} "
                             f"(--allow-missing): leave out --ci, that method, or those images "
                             f"(--list)")
+    what = "groups" if job.groups else "images"
+    samples = len({s.split(SEPARATOR, 1)[0] for s in job.gts}) if job.groups else total
+    if samples < MIN_SAMPLES:
+        raise UserError(f"--ci: dataset {job.name} has {samples} {what}; a bootstrap needs at "
+                        f"least {MIN_SAMPLES} (resamples of a few {what} are nearly all alike: "
+                        f"the intervals come out too narrow, zero-width for one); leave out "
+                        f"--ci or evaluate more {what}")
+    if samples < FEW_SAMPLES:
+        logger.warning("--ci: dataset %s has %d %s: its 95%% intervals are approximate (a "
+                       "bootstrap of 10-30 covers the truth 85-93%% of the time, not 95%%)",
+                       job.name, samples, what)
+    keys, methods = key_count(job.families), len(job.preds)
+    need = kept_bytes(chosen.resamples, methods, keys)  # --ci-resamples' bound keeps it in
+    if need > MAX_KEPT_BYTES:  # (1e6 x 2 x 47 keys: 752 MB); checked should either grow
+        raise UserError(f"--ci-resamples {chosen.resamples} x {keys} metrics would hold "
+                        f"{need / 2**30:.1f} GiB of resampled values (at most "
+                        f"{MAX_KEPT_BYTES >> 30} GiB): lower --ci-resamples to "
+                        f"{MAX_KEPT_BYTES // kept_bytes(1, methods, keys)} or less")
 
 
 def write_ci(out_dir: Path, metrics: dict[str, SODMetrics], chosen: CiOptions,
              folder: OutputFolder, shown: Sequence[str],
-             grouped: tuple[list[str], dict[str, dict[str, Any]]] | None = None
-             ) -> tuple[dict[str, Any], str]:
+             grouped: tuple[list[str], dict[str, dict[str, Any]]] | None = None,
+             dataset: str = "") -> tuple[dict[str, Any], str]:
     """Bootstrap one dataset's methods, write ``ci.json`` / ``ci.csv``; the result and the text
     to print. ``grouped`` (``--groups``): the dataset's sorted ``group/stem`` keys and each
     method's numbers (averages over groups); the groups are resampled then."""
     import numpy as np
 
     from ..metrics.bootstrap import bootstrap
+    from ..progress import Progress
     from ._eval_groups import SEPARATOR
 
     records = {m: metric.records() for m, metric in metrics.items()}
@@ -97,8 +127,10 @@ def write_ci(out_dir: Path, metrics: dict[str, SODMetrics], chosen: CiOptions,
         stems, points = grouped
         labels = np.array([stem.split(SEPARATOR, 1)[0] for stem in stems])
         groups = labels[next(iter(records.values())).index]
-    result = bootstrap(records, chosen.resamples, chosen.seed, baseline=chosen.baseline,
-                       groups=groups, points=points)
+    with Progress(chosen.resamples * len(records), f"{dataset}: bootstrap",
+                  "resamples") as bar:
+        result = bootstrap(records, chosen.resamples, chosen.seed, baseline=chosen.baseline,
+                           groups=groups, points=points, done=bar.update)
     folder.write_text(out_dir / "ci.json", json.dumps(result, indent=1) + "\n")
     folder.write_text(out_dir / "ci.csv", _csv(result))
     return result, _printed(result, shown)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..engine.launcher import detect_dist_env, shard_range
+from ..engine.launcher import detect_dist_env
 from ..errors import DataError, UserError
+from ..sharding import shard_range
 
 if TYPE_CHECKING:
     from ..engine.runtime import Runtime

@@ -25,11 +25,12 @@ def assign_images(args: argparse.Namespace, jobs: list[Job], families: tuple[str
     Args:
         split: ``eval._split`` (``[NAME=]DIR``); listed: ``eval._listed`` (stems, shortened).
     """
-    from ..imageio import list_images
     from ..metrics.families import reads_images
+    from ._eval_toolkit import list_named
 
+    namings = getattr(args, "image_namings", {})
     if not reads_images(families):
-        if args.images:
+        if len(args.images) > len(namings):  # given by the user, not by --datasets
             logger.warning("--images is read only by --compute CCM; ignored")
         return
     folders: dict[str | None, Path] = {}
@@ -43,7 +44,7 @@ def assign_images(args: argparse.Namespace, jobs: list[Job], families: tuple[str
             raise UserError(f"--compute CCM reads the images: give --images "
                             f"{job.name + '=' if len(jobs) > 1 else '[NAME=]'}DIR for dataset "
                             f"{job.name}")
-        found = list_images(folder)
+        found = list_named(folder, *namings.get(job.name, ("", "")))
         missing = [stem for stem in job.gts if stem not in found]
         if missing:
             raise UserError(f"--images {folder}: no image for {plural(len(missing), 'GT stem')} "

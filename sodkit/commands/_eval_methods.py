@@ -43,11 +43,15 @@ class Method:
     name: str
     naming: Naming
     datasets: dict[str, Naming] = field(default_factory=dict)  # per-dataset overrides
+    only_listed: bool = False  # PySODEvalToolkit's file: a dataset it does not name is skipped
 
-    def for_dataset(self, dataset: str | None) -> Naming:
-        """The naming for ``dataset`` (None: a single unnamed GT folder)."""
+    def for_dataset(self, dataset: str | None) -> Naming | None:
+        """The naming for ``dataset`` (None: a single unnamed GT folder); None when the
+        method's file names datasets one by one and not this one."""
         if dataset in self.datasets:
             return self.datasets[dataset]
+        if self.only_listed:
+            return None
         folder = self.naming.folder / dataset if dataset else self.naming.folder
         return Naming(folder, self.naming.prefix, self.naming.suffix)
 
@@ -83,14 +87,16 @@ def _text(entry: dict[str, Any], key: str, where: str) -> str:
 
 
 def _naming(entry: dict[str, Any], base: Path, where: str, default: Naming | None) -> Naming:
+    from ._eval_toolkit import affix
+
     folder = _text(entry, "folder", where) or (str(default.folder) if default else "")
     if not folder:
         raise UserError(f"{where}: 'folder' is missing")
     return Naming(base / folder,
-                  _text(entry, "prefix", where) if "prefix" in entry else
-                  (default.prefix if default else ""),
-                  _text(entry, "suffix", where) if "suffix" in entry else
-                  (default.suffix if default else ""))
+                  affix(_text(entry, "prefix", where), f"{where}.prefix") if "prefix" in entry
+                  else (default.prefix if default else ""),
+                  affix(_text(entry, "suffix", where), f"{where}.suffix") if "suffix" in entry
+                  else (default.suffix if default else ""))
 
 
 def _check_keys(entry: Any, allowed: set[str], where: str) -> dict[str, Any]:
@@ -107,8 +113,11 @@ def read_methods_file(path: Path) -> list[Method]:
     """Methods of a YAML / JSON file (read with YAML's safe loader: data, never code)."""
     from ..config.yamlio import read_yaml
     from ..paths import check_name
+    from ._eval_toolkit import is_toolkit_methods, toolkit_methods
 
     data = read_yaml(path)  # bounded in size and in what its aliases expand to
+    if is_toolkit_methods(data):
+        return toolkit_methods(data, path)
     entries = data.get("methods") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
         raise UserError(f"--methods {path}: expected a list of methods (or 'methods: [...]')")

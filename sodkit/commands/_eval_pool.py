@@ -64,29 +64,36 @@ def read_pair(gt_path: str | Path, pred_paths: Sequence[str | Path | None]
 
 
 def measure_run(pairs: list[Pair], methods: int, families: tuple[str, ...] = (),
-                images: list[str] | None = None) -> tuple[list[dict[str, Any]], Counter]:
+                images: list[str] | None = None, trimaps: list[str] | None = None
+                ) -> tuple[list[dict[str, Any]], Counter]:
     """One ``SODMetrics`` state per method for a run of pairs (the worker's task), and the mask
     encodings converted on the way (``mask_encoding.take_notes``), for the command to report."""
     from ..imageio import read_image_at
     from ..mask_encoding import take_notes
     from ..metrics import SODMetrics
+    from ..trimap import read_trimap
 
     take_notes()  # a forked worker starts with its parent's counts
     metrics = [SODMetrics(threads=1, families=families) for _ in range(methods)]
     for k, (index, gt_path, pred_paths) in enumerate(pairs):
         gt, preds = read_pair(gt_path, pred_paths)
         image = None if images is None else read_image_at(images[k], gt.shape)
+        trimap = None if trimaps is None else read_trimap(trimaps[k], gt.shape)
         for metric, pred in zip(metrics, preds, strict=True):
             if pred is not None:
-                metric.update(pred, gt, index=index, image=image)
+                metric.update(pred, gt, index=index, image=image, trimap=trimap)
     return [metric.state_dict() for metric in metrics], take_notes()
 
 
 def _single_threaded() -> None:
-    """Each worker is one core's worth of work: OpenCV's own threads would oversubscribe."""
+    """Each worker is one core's worth of work: OpenCV's own threads would oversubscribe. And
+    it prints no other library's warning (a fork server's child has no handlers of its own)."""
     import cv2
 
+    from ..engine.logging import quiet_worker_process
+
     cv2.setNumThreads(1)
+    quiet_worker_process()
 
 
 def _context(fork: bool) -> multiprocessing.context.BaseContext:
@@ -110,7 +117,7 @@ def fork_is_safe() -> bool:
     torchrun), and on Linux (macOS system libraries are not fork-safe). Anywhere else (tests,
     notebooks, torchrun) the fork server is used.
     """
-    from ..cli import started_by_command
+    from ..resources import started_by_command
 
     return (started_by_command() and sys.platform.startswith("linux")  # macOS: fork-unsafe
             and threading.active_count() == 1 and "torch" not in sys.modules)
@@ -182,8 +189,8 @@ class MeasurePool:
                                    initializer=_single_threaded)
 
     def measure(self, pairs: list[Pair], methods: int, done: Callable[[int], None],
-                families: tuple[str, ...] = (),
-                images: list[str] | None = None) -> list[list[dict[str, Any]]]:
+                families: tuple[str, ...] = (), images: list[str] | None = None,
+                trimaps: list[str] | None = None) -> list[list[dict[str, Any]]]:
         """Every pair measured; per task, one state per method (in the order of ``pairs``).
 
         Args:
@@ -192,6 +199,7 @@ class MeasurePool:
             done: called with the number of images of each finished task (a progress bar).
             families: the optional metric families to compute as well.
             images: each pair's RGB image file, for the families that read them.
+            trimaps: each pair's trimap file, for the matting family (``--trimaps``).
 
         Raises:
             The first task's error (a file that does not decode: a ``DataError``).
@@ -204,8 +212,9 @@ class MeasurePool:
             for start in range(0, len(pairs), size):
                 run = pairs[start:start + size]
                 run_images = None if images is None else images[start:start + size]
+                run_trimaps = None if trimaps is None else trimaps[start:start + size]
                 futures[self._pool.submit(measure_run, run, methods, families,
-                                          run_images)] = len(run)
+                                          run_images, run_trimaps)] = len(run)
             for future in as_completed(futures):
                 future.result()  # the first failure ends the wait
                 done(futures[future])

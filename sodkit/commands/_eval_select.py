@@ -134,7 +134,8 @@ def read_stem_list(path: Path) -> list[str]:
 
 
 def stem_lists(specs: Sequence[str], datasets: Sequence[str], several: bool,
-               split: Callable[[str, str], tuple[str | None, Path]]) -> dict[str, list[str]]:
+               split: Callable[[str, str], tuple[str | None, Path]],
+               namings: dict[str, tuple[str, str]] | None = None) -> dict[str, list[str]]:
     """``{dataset: listed stems}`` from the ``--list`` options (datasets without a list are
     evaluated whole).
 
@@ -143,7 +144,10 @@ def stem_lists(specs: Sequence[str], datasets: Sequence[str], several: bool,
         datasets: the datasets evaluated (after ``--include/--exclude-datasets``).
         several: whether several ``--gt`` were given (then each list must be named).
         split: ``eval._split``.
+        namings: a dataset's GT prefix and suffix (``--datasets``), taken off listed names.
     """
+    from ._eval_toolkit import named_stem
+
     lists: dict[str, list[str]] = {}
     for spec in specs:
         name, file = split(spec, "list")
@@ -155,7 +159,9 @@ def stem_lists(specs: Sequence[str], datasets: Sequence[str], several: bool,
         if name in lists:
             raise UserError(f"--list: two lists for dataset {name}")
         if name in datasets:
-            lists[name] = read_stem_list(file)
+            naming = (namings or {}).get(name)
+            lists[name] = list(dict.fromkeys(named_stem(stem, naming)
+                                             for stem in read_stem_list(file)))
         else:
             logger.warning("--list %s: dataset %s is not evaluated; list ignored", spec, name)
     return lists
@@ -196,6 +202,10 @@ def pair_method(job: Job, method: Method, dataset: str | None, allow_missing: bo
 
     match = match or match_files
     naming = method.for_dataset(dataset)
+    if naming is None:  # its PySODEvalToolkit file names no such dataset: "no results"
+        logger.info("method %r: its file names no dataset %s; not evaluated there",
+                    method.name, job.name)
+        return None
     if allow_missing and not naming.folder.is_dir():
         return skip_method(method.name, job.name, naming.folder, "no folder")
     found, extra = match(naming, set(job.gts), method.name)

@@ -16,6 +16,7 @@ from ..outputs.folder import read_marker
 
 if TYPE_CHECKING:
     from ._eval_group import EvalGroup
+    from ._eval_rerun import Earlier
     from .eval import Job
 
 logger = logging.getLogger(__name__)
@@ -32,12 +33,31 @@ def output_paths(out: Path, jobs: Sequence[Job]) -> list[Path]:
     return paths + [job.out_dir / name for job in jobs for name in JOB_FILES]
 
 
+def check_collisions(args: argparse.Namespace, jobs: Sequence[Job], folders: list[Path]) -> None:
+    """Before any work: no two of eval's outputs (``--out``'s files and folders, ``--latex``,
+    ``--xlsx``) are one path, and none is an input (:mod:`sodkit.collisions`)."""
+    from ..collisions import Inputs, Output, check_outputs
+
+    out = Path(args.out)
+    files = [path.relative_to(out).as_posix() for path in output_paths(out, jobs)]
+    subs = sorted({job.out_dir.relative_to(out).as_posix() for job in jobs} - {"."})
+    outputs = [Output("--out", out, files, subs)]
+    outputs += [Output(f"--{flag}", Path(getattr(args, flag))) for flag in ("latex", "xlsx")
+                if getattr(args, flag)]
+    read = [Path(m) for m in ([args.methods] if isinstance(args.methods, str)
+                              else args.methods or [])]
+    read += [Path(spec.partition("=")[2] or spec) for spec in args.stem_list]
+    read += [Path(args.datasets)] if getattr(args, "datasets", None) else []
+    check_outputs(outputs, Inputs(folders, read))
+
+
 class DeferredFolder:
     """The output folder, checked before any work and created at its first write: a bad input
     found while measuring (a crafted GT, say) leaves no folder behind."""
 
-    def __init__(self, out: Path, force: bool) -> None:
+    def __init__(self, out: Path, force: bool, earlier: Earlier | None = None) -> None:
         self.out, self.force = out, force
+        self.earlier = earlier  # the evaluation the folder held (its methods and tables)
         self._folder: OutputFolder | None = None
 
     @property
@@ -51,13 +71,18 @@ def claim_output(out: Path, jobs: Sequence[Job], group: EvalGroup,
                  force: bool) -> DeferredFolder | None:
     """Rank 0 checks that the output folder may be claimed and the files written; a refusal
     ends every rank. Returns the (deferred) folder on rank 0, None elsewhere."""
+    from ._eval_rerun import read_earlier, warn_dropped
+
     error, deferred = None, None
     if group.is_main:
         try:
             check_claim(out, "eval", force)
+            earlier = None
             if read_marker(out) is not None:  # an earlier evaluation's: its files are checked
                 OutputFolder(out, "eval", force).check(output_paths(out, jobs))
-            deferred = DeferredFolder(out, force)
+                earlier = read_earlier(out)
+                warn_dropped(out, earlier, jobs)
+            deferred = DeferredFolder(out, force, earlier)
         except UserError as exc:
             error = exc
     group.settle(error)
@@ -83,6 +108,7 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
     from ..report import write_results
     from ..report.publish import write_tables
     from ..report.tables import write_eval_manifest
+    from ._eval_rerun import tables_after
 
     folder = deferred.folder
 
@@ -95,14 +121,14 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
             comparison.setdefault(method, {})[job.name] = values
     if len(jobs) > 1:
         write_results(combined, out, row_label="dataset/method", outputs=folder)
-    write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts,
-                                                                       *job.preds.values())
-                                                       for p in files.values()])
-                              for job in jobs}, folder)
     marks = None
     if args.latex_ci:
         from ..report.intervals import latex_marks
 
         marks = latex_marks({job.name: job.ci_result for job in jobs})
     write_tables(comparison, args, "eval", marks)
-    logger.info("results written to %s", args.out)
+    tables = tables_after(out, deferred.earlier, comparison, args)  # stale ones: a line each
+    write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts,
+                                                                       *job.preds.values())
+                                                       for p in files.values()])
+                              for job in jobs}, folder, tables)

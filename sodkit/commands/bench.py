@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._common import add_config_arguments, int_in, user_path
+from ..argtypes import int_in, user_path
+from ..text import plural
+from ._common import add_config_arguments
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..outputs import OutputFolder
+    from ..progress import Progress
+
+logger = logging.getLogger(__name__)
 
 HELP = "measure memory (plain/checkpointing/amp/amp+checkpointing) or speed of a config"
 
@@ -58,25 +68,51 @@ def variants(amp: str) -> dict[str, list[str]]:
     }
 
 
-def run_variant(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
-    """One variant in a fresh Python process; glibc told to give freed memory back."""
+def run_variant(args: argparse.Namespace, overrides: list[str],
+                progress: Progress | None = None, name: str = "") -> dict[str, Any]:
+    """One variant in a fresh Python process; glibc told to give freed memory back. Its stages
+    (network built, each step) move ``progress`` on as they end."""
+    from ..engine.bench import PROGRESS
     from ..engine.memory import CPU_MEMORY_ENV
     from ..errors import UserError
 
     cmd = [sys.executable, "-m", "sodkit.engine.bench", args.config, *args.overrides,
            *overrides, "--steps", str(args.steps)]
     env = {**os.environ, **CPU_MEMORY_ENV}
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise UserError(f"bench variant {' '.join(overrides)} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    other: list[str] = []
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            if line.startswith(PROGRESS):
+                if progress is not None:
+                    progress.update(postfix=f"{name}: {line[len(PROGRESS):].strip()}")
+            else:
+                other.append(line)
+        out = proc.stdout.read()  # type: ignore[union-attr]
+    if proc.returncode != 0:
+        raise UserError(f"bench variant {' '.join(overrides)} failed:\n"
+                        f"{''.join(other)[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
-def memory_rows(args: argparse.Namespace, device: str) -> list[dict[str, Any]]:
+def memory_rows(args: argparse.Namespace, device: str, cfg: Config | None = None
+                ) -> list[dict[str, Any]]:
+    from ..progress import Progress
+
     amp = "fp16" if device.startswith("cuda") else "bf16"
     chosen = getattr(args, "variants", None) or list(VARIANTS)
-    rows = [{"variant": name, **run_variant(args, overrides)}
-            for name, overrides in variants(amp).items() if name in chosen]
+    picked = {name: o for name, o in variants(amp).items() if name in chosen}
+    if cfg is not None:
+        logger.info("bench memory: %s (%s), each in a fresh process on %s: the %s/%s network "
+                    "built, one warm-up step and %s of batch %d x %dpx", plural(
+                        len(picked), "variant"), ", ".join(picked), device, cfg.model.name,
+                    cfg.model.backbone, plural(args.steps, "measured step"),
+                    cfg.data.batch_size, cfg.data.size)
+    stages = 2 + args.steps  # built, warm-up, the measured steps
+    with Progress(len(picked) * stages, "bench memory", unit="stage",
+                  summary=True) as progress:
+        rows = [{"variant": name, **run_variant(args, overrides, progress, name)}
+                for name, overrides in picked.items()]
     first = rows[0]  # plain, unless left out
     for row in rows:
         row["ratio_peak"] = round(row["peak_mb"] / max(first["peak_mb"], 1e-9), 3)
@@ -102,14 +138,27 @@ def memory_table(rows: list[dict[str, Any]], device: str) -> str:
     return "\n".join(lines)
 
 
+def check_json(path: str | None) -> OutputFolder | None:
+    """``--json``, before minutes of measuring: a file name in an existing folder, not another
+    command's folder, not a file of the user's (:func:`sodkit.outputs.single_file`)."""
+    if path is None:
+        return None
+    from ..errors import UserError
+    from ..outputs import single_file
+
+    out = Path(path)
+    if not out.parent.is_dir():
+        raise UserError(f"--json {out}: the folder {out.parent} does not exist; create it "
+                        f"first, or choose another --json")
+    return single_file(out, "bench", False, "--json", flag=None)
+
+
 def run(args: argparse.Namespace) -> int:
-    from ._common import load_cli_config
+    from ._common import check_model_files, load_cli_config
 
     cfg = load_cli_config(args)  # config mistakes stop here, before any subprocess
-    if args.steps < 1:
-        from ..errors import UserError
-
-        raise UserError("--steps: at least 1")
+    target = check_json(args.json)
+    check_model_files(cfg)
     if args.what == "speed":
         from ..engine.speed import measure_speed, speed_table
 
@@ -121,8 +170,8 @@ def run(args: argparse.Namespace) -> int:
         device = cfg.runtime.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        rows = memory_rows(args, device)
+        rows = memory_rows(args, device, cfg)
         print(memory_table(rows, device))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    if target is not None:
+        target.write_text(Path(args.json), json.dumps(rows, indent=2) + "\n")
     return 0

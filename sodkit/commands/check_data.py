@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import add_config_arguments, int_in, load_cli_config
+from ..argtypes import int_in
+from ._common import add_config_arguments, load_cli_config
 
 HELP = "check the recipe's datasets (missing, unpaired, unreadable, mismatched files); exit 1 " \
        "on problems"
@@ -58,10 +59,11 @@ def _scan(cfg, where: str) -> tuple[str, list, list]:
     return cfg.name, pairs, issues
 
 
-def _check(cfg, where: str, full: bool, threads: int) -> tuple[str, int, list]:
+def _check(cfg, where: str, full: bool, threads: int) -> tuple[str, int, list, str]:
     from tqdm import tqdm
 
     from ..data.checks import check_pairs, output_name_issues
+    from ..data.softness import sample_softness
 
     name, pairs, issues = _scan(cfg, where)
     if where.startswith("data.test."):  # predictions are written under the stems' names
@@ -71,7 +73,10 @@ def _check(cfg, where: str, full: bool, threads: int) -> tuple[str, int, list]:
                   leave=False) as bar:
             issues += check_pairs(pairs, full=full, threads=threads,
                                   progress=lambda done: bar.update(done - bar.n))
-    return name, len(pairs), issues
+    found = sample_softness([pair.mask for pair in pairs]) if pairs else None
+    kind = "-" if found is None or not found.masks else \
+        f"{found.kind.split(' ')[0]} ({100 * found.share:.2f}% soft)"
+    return name, len(pairs), issues, kind
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
     rows, problems = [], []
     for where, dataset in entries:
         resolved = resolve_dataset(dataset, cfg.data_root, where=where)
-        name, count, issues = _check(resolved, where, args.full, threads)
+        name, count, issues, kind = _check(resolved, where, args.full, threads)
         errors = [i for i in issues if i.severity == "error"]
-        rows.append((where, name, count, len(errors), len(issues) - len(errors)))
+        rows.append((where, name, count, len(errors), len(issues) - len(errors), kind))
         problems += [(name, issue) for issue in issues]
     print(_table(rows))
     for name, issue in problems[:SHOWN]:
@@ -101,11 +106,13 @@ def run(args: argparse.Namespace) -> int:
     failed = sum(row[3] for row in rows)
     mode = "decoded" if args.full else "headers checked (add --full to decode every file)"
     print(f"\n{failed} problem(s), {sum(row[4] for row in rows)} warning(s); {mode}")
+    print("masks: binary, or soft (alpha mattes: >= 1% of pixels in (0.05, 0.95) on average "
+          "over 16 sampled masks); soft masks train as they are unless data.binarize is set")
     return 1 if failed else 0
 
 
 def _table(rows: list[tuple]) -> str:
-    header = ("key", "dataset", "pairs", "problems", "warnings")
+    header = ("key", "dataset", "pairs", "problems", "warnings", "masks")
     lines = [header, *[tuple(str(v) for v in row) for row in rows]]
     widths = [max(len(line[c]) for line in lines) for c in range(len(header))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True))

@@ -17,20 +17,19 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..argtypes import int_in, user_path
 from ..errors import DataError, UserError
-from ..text import plural
-from ._common import int_in, user_path
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
     from ._eval_ci import CiOptions
     from ._eval_group import EvalGroup
+    from ._eval_log import Clock
     from ._eval_methods import Method
     from ._eval_pool import MeasurePool
     from ._eval_write import DeferredFolder
@@ -47,19 +46,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..report.publish import add_table_arguments
     from ._eval_ci import add_arguments as add_ci_arguments
     from ._eval_select import add_selection_arguments
+    from ._eval_toolkit import add_arguments as add_file_arguments
 
     parser.add_argument(
-        "--gt", action="append", required=True, metavar="[NAME=]DIR",
+        "--gt", action="append", default=[], metavar="[NAME=]DIR",
         help="GT mask folder; repeat as NAME=DIR for several datasets, whose predictions are "
-             "then read from <pred DIR>/NAME/")
+             "then read from <pred DIR>/NAME/ (or name them in a --datasets file)")
     parser.add_argument(
         "--pred", action="append", default=[], metavar="[NAME=]DIR[:SUFFIX]",
         help="a method's prediction folder (NAME defaults to the folder's name); repeatable. "
              "DIR:SUFFIX reads <stem>SUFFIX.<ext> (e.g. preds/MINet:_sal), "
              "DIR:PREFIX{stem}SUFFIX both")
-    parser.add_argument("--methods", metavar="FILE",
-                        help="YAML/JSON list of methods: name, folder, prefix, suffix, and "
-                             "per-dataset overrides (see sodkit/commands/_eval_methods.py)")
+    add_file_arguments(parser)  # --methods, --datasets
     parser.add_argument("--pred-prefix", default="",
                         help="prediction file names start with this before the GT stem")
     parser.add_argument("--pred-suffix", default="",
@@ -73,11 +71,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--latex / --xlsx; never in another command's folder or an input")
     parser.add_argument("--compute", default="", metavar="FAMILY,...",
                         help="optional metric families to compute as well: MSE, HCE, SI, MSIoU, "
-                             "BIoU, mBA, CM, or all (default: the standard set only; see the "
-                             "README's Metrics)")
+                             "BIoU, mBA, CM, CCM, matting, or all (default: the standard set "
+                             "only; see the README's Metrics)")
     parser.add_argument("--images", action="append", default=[], metavar="[NAME=]DIR",
                         help="a dataset's RGB images (by GT stem), read by --compute CCM; "
                              "repeat as NAME=DIR per --gt NAME")
+    parser.add_argument("--trimaps", action="append", default=[], metavar="[NAME=]DIR",
+                        help="a dataset's trimaps (0 / 128 / 255, by GT stem): --compute "
+                             "matting then measures their unknown (128) pixels only; repeat as "
+                             "NAME=DIR per --gt NAME")
     parser.add_argument("--workers", type=int_in(1), default=None,
                         help="processes measuring images (default: the cores of this process, "
                              "from 64 images on; under torchrun the machine's cores shared "
@@ -100,6 +102,7 @@ class Job:
     preds: dict[str, dict[str, Path]] = field(default_factory=dict)
     families: tuple[str, ...] = ()  # --compute
     images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
+    trimaps: dict[str, Path] | None = None  # --trimaps, for --compute matting
     ci: CiOptions | None = None  # --ci / --baseline
     ci_result: dict[str, Any] | None = None  # what ci.json holds, once measured
     curves: tuple[str, ...] = ("pr", "fm")  # --curves: the plots written
@@ -150,8 +153,8 @@ def _methods(args: argparse.Namespace) -> list[Method]:
         prefix, suffix = wrap(pattern, args.pred_prefix, args.pred_suffix)
         methods.append(Method(name or _default_name(folder, "pred"),
                               Naming(folder, prefix, suffix)))
-    if args.methods:
-        methods += read_methods_file(Path(args.methods))
+    for file in args.methods:
+        methods += read_methods_file(Path(file))
     if not methods:
         raise UserError("name at least one method: --pred NAME=DIR or --methods FILE")
     names = [m.name for m in methods]
@@ -166,10 +169,11 @@ def _gt_folders(args: argparse.Namespace) -> list[Path]:
 
 
 def input_folders(args: argparse.Namespace, methods: list[Method]) -> list[Path]:
-    """Every folder eval reads: GT folders and each method's prediction folders."""
-    folders = _gt_folders(args)
+    """Every folder eval reads: GT, image and every method's prediction folders."""
+    folders = _gt_folders(args) + [_split(spec, "images")[1] for spec in args.images]
     for method in methods:
-        folders += [method.naming.folder, *(n.folder for n in method.datasets.values())]
+        own = [] if method.only_listed else [method.naming.folder]  # a toolkit file: none
+        folders += [*own, *(n.folder for n in method.datasets.values())]
     return folders
 
 
@@ -179,7 +183,7 @@ def _families(args: argparse.Namespace) -> tuple[str, ...]:
     from ..metrics.families import FAMILIES, family_keys, resolve
 
     try:
-        families = resolve(args.compute)
+        families = resolve(args.compute, images=bool(args.images))  # all: CCM with images
     except ValueError as exc:
         raise UserError(f"--compute: {exc}") from None
     asked = [m.strip() for m in args.metrics.split(",")]
@@ -194,13 +198,15 @@ def _families(args: argparse.Namespace) -> tuple[str, ...]:
 def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     """Datasets and methods from the arguments, every pair checked before any is measured;
     also every input folder (for the checks of what may be written)."""
-    from ..imageio import list_images
     from ..paths import check_not_input, inside
-    from ._eval_ci import check_same_images, options
+    from ._eval_ci import check_resampled, options
     from ._eval_groups import check_group_options, group_matcher, list_groups
     from ._eval_images import assign_images
     from ._eval_select import keep_listed, pair_method, select, stem_lists
+    from ._eval_toolkit import add_datasets_file, list_named
+    from ._eval_trimaps import assign_trimaps
 
+    add_datasets_file(args)  # PySODEvalToolkit's dataset JSON: --gt, --images, --list
     families = _families(args)
     gts = [_split(spec, "gt") for spec in args.gt]
     named = [name is not None for name, _ in gts]
@@ -216,13 +222,13 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     kept_methods = select([m.name for m in methods], args.include_methods,
                           args.exclude_methods, "methods")
     methods = [m for m in methods if m.name in kept_methods]
-    lists = stem_lists(args.stem_list, kept, len(args.gt) > 1, _split)
+    lists = stem_lists(args.stem_list, kept, len(args.gt) > 1, _split, args.gt_namings)
     check_group_options(args, families)
     ci = options(args, [method.name for method in methods])
     out = Path(args.out)
     jobs = []
     for (name, folder), label in zip(gts, kept, strict=True):
-        files, match = list_images(folder), None
+        files, match = list_named(folder, *args.gt_namings.get(label, ("", ""))), None
         if args.groups:
             files, every = list_groups(folder, args.frames)
             match = group_matcher(every)
@@ -234,7 +240,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
         for method in methods:
             pair_method(job, method, name, args.allow_missing, _listed, match)
         if ci is not None:
-            check_same_images(label, job.preds, len(job.gts))
+            check_resampled(job, ci)
         if job.preds:
             jobs.append(job)
         else:
@@ -242,6 +248,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     if not jobs:
         raise DataError("no method has predictions for any dataset: nothing to evaluate")
     assign_images(args, jobs, families, _split, _listed)
+    assign_trimaps(args, jobs, families, _split)
     check_not_input(out, inputs)  # after the inputs are found: a missing one is named first
     return jobs, inputs
 
@@ -253,19 +260,6 @@ def _read_pair(job: Job, stem: str) -> tuple[Any, list[Any]]:
     return read_pair(job.gts[stem], [files.get(stem) for files in job.preds.values()])
 
 
-def _prefetch(read: Callable[[str], Any], items: list[str], workers: int) -> Iterator[Any]:
-    """``read`` over ``items`` in threads, in order, with a bounded number of reads ahead."""
-    window = max(4 * workers, 8)
-    with ThreadPoolExecutor(max(workers, 1)) as pool:
-        pending = [pool.submit(read, item) for item in items[:window]]
-        for i in range(len(items)):
-            result = pending[i].result()
-            pending[i] = None
-            if i + window < len(items):
-                pending.append(pool.submit(read, items[i + window]))
-            yield result
-
-
 def measure(job: Job, workers: int, shard: range | None = None, progress: bool = True,
             pool: MeasurePool | None = None) -> dict[str, SODMetrics]:
     """A ``SODMetrics`` per method, fed with the images of ``shard`` (indices into the sorted
@@ -273,35 +267,41 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
 
     With a ``pool`` its worker processes measure the images; otherwise this process does, with
     ``workers`` threads reading ahead."""
-    from tqdm import tqdm
-
     from ..imageio import read_image_at
     from ..metrics import SODMetrics
+    from ..progress import Progress
     from ..resources import available_cores
+    from ..trimap import read_trimap
+    from ._eval_log import finish, new_metrics
+    from ._eval_read import prefetch
 
     stems = sorted(job.gts)
     shard = range(len(stems)) if shard is None else shard
-    bar = tqdm(total=len(shard), desc=job.name, unit="img", disable=None if progress else True)
-    with bar:
+    with Progress(len(shard), job.name, "img", enabled=progress) as bar:
         if pool is not None:
             pairs = [(i, str(job.gts[stems[i]]), [_text(files.get(stems[i]))
                                                   for files in job.preds.values()])
                      for i in shard]
             images = None if job.images is None else [str(job.images[stems[i]]) for i in shard]
-            tasks = pool.measure(pairs, len(job.preds), bar.update, job.families, images)
+            trimaps = (None if job.trimaps is None
+                       else [str(job.trimaps[stems[i]]) for i in shard])
+            tasks = pool.measure(pairs, len(job.preds), bar.update, job.families, images,
+                                 trimaps)
             return {method: SODMetrics.from_states([states[k] for states in tasks])
                     for k, method in enumerate(job.preds)}
         threads = min(2, available_cores())  # weighted F-measure threads, as SODMetrics' default
-        metrics = {method: SODMetrics(threads=threads, families=job.families)
-                   for method in job.preds}
-        pairs = _prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
+        metrics = new_metrics(job, threads)
+        pairs = prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
         for index, (gt, preds) in zip(shard, pairs, strict=True):
             image = (None if job.images is None
                      else read_image_at(job.images[stems[index]], gt.shape))
+            trimap = (None if job.trimaps is None
+                      else read_trimap(job.trimaps[stems[index]], gt.shape))
             for metric, pred in zip(metrics.values(), preds, strict=True):
                 if pred is not None:  # None: the method lacks it (--allow-missing)
-                    metric.update(pred, gt, index=index, image=image)
+                    metric.update(pred, gt, index=index, image=image, trimap=trimap)
             bar.update()
+        finish(metrics)  # measured whole within the time of this call
         return metrics
 
 
@@ -326,10 +326,11 @@ def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, 
     return rows
 
 
-def _measure_shard(job: Job, group: EvalGroup, workers: int,
-                   pool: MeasurePool | None) -> dict[str, SODMetrics]:
+def _measure_shard(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | None,
+                   clock: Clock) -> dict[str, SODMetrics]:
     """This rank's shard measured; every rank's merged on rank 0 (a failure ends all ranks)."""
     from ..mask_encoding import log_notes
+    from ._eval_log import measured
     shard = group.shard(len(job.gts))
     error, metrics = None, {}
     start = time.perf_counter()
@@ -340,30 +341,25 @@ def _measure_shard(job: Job, group: EvalGroup, workers: int,
     log_notes(job.name)  # masks read in another encoding than grey: once per folder
     group.settle(error)
     merged, counts = group.merge(metrics)
+    clock.measuring += time.perf_counter() - start
     if group.is_main:
-        shards = (f" by {group.world_size} processes ({' + '.join(map(str, counts))})"
-                  if group.world_size > 1 else "")
-        each = " each" if shards else ""
-        workers = (f" with {plural(pool.workers, 'worker process')}{each}" if pool is not None
-                   else "")
-        logger.info("%s: %s measured%s%s in %.2f s", job.name, plural(len(job.gts), "image"),
-                    shards, workers, time.perf_counter() - start)
+        measured(job, group, pool, counts, time.perf_counter() - start)
     return merged
 
 
 def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | None,
-               folder: DeferredFolder | None) -> dict[str, dict[str, float]]:
+               folder: DeferredFolder | None, clock: Clock) -> dict[str, dict[str, float]]:
     """Measure one dataset and write its files (rank 0); returns ``{method: scalar metrics}``
     (empty on other ranks)."""
     from ..metrics import STANDARD_KEYS, scalar_metrics
     from ..metrics.families import family_keys
     from ..report import markdown_table
     from ._eval_groups import grouped_compute
+    from ._eval_log import announce
     from ._eval_write import write_job
 
-    logger.info("%s: %s, methods: %s", job.name, plural(len(job.gts), "image"),
-                ", ".join(job.preds))
-    metrics = _measure_shard(job, group, workers, pool)
+    announce(job)
+    metrics = _measure_shard(job, group, workers, pool, clock)
     if not group.is_main:
         return {}
     results = {method: grouped_compute(metric, sorted(job.gts)) if job.groups
@@ -376,8 +372,10 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
         from ._eval_ci import write_ci
 
         grouped = (sorted(job.gts), results) if job.groups else None  # groups resampled
+        start = time.perf_counter()
         job.ci_result, text = write_ci(job.out_dir, metrics, job.ci, folder.folder, columns,
-                                       grouped)
+                                       grouped, job.name)
+        clock.intervals += time.perf_counter() - start
         print(text)
     return table
 
@@ -394,14 +392,15 @@ def run(args: argparse.Namespace) -> int:
     from ._eval_pool import fork_is_safe, measure_pool, start_fork_server
 
     fork = fork_is_safe() and detect_dist_env().world_size == 1  # torchrun imports torch
-    if not fork:
-        start_fork_server(_gt_folders(args), _workers(args),
-                          explicit=args.workers is not None)  # first: it boots
+    if not fork:  # the fork server first: it boots while the files are listed
+        start_fork_server(_gt_folders(args), _workers(args), explicit=args.workers is not None)
     from ..report.publish import check_table_outputs
     from ._eval_group import EvalGroup
-    from ._eval_write import claim_output, write_summary
+    from ._eval_log import Clock
+    from ._eval_write import check_collisions, claim_output, write_summary
 
-    jobs, inputs = plan(args)  # every rank alike: the same refusals end every rank
+    clock, (jobs, inputs) = Clock(), plan(args)  # every rank alike: the same refusals end all
+    check_collisions(args, jobs, inputs)  # two outputs at one path, an output over an input
     check_table_outputs(args, inputs, "eval")
     group = EvalGroup()
     images = sum(len(group.shard(len(job.gts))) for job in jobs)  # this rank's
@@ -412,9 +411,10 @@ def run(args: argparse.Namespace) -> int:
     failed = True
     try:
         folder = claim_output(Path(args.out), jobs, group, args.force)
-        tables = [_write_job(job, group, workers, pool, folder) for job in jobs]
+        tables = [_write_job(job, group, workers, pool, folder, clock) for job in jobs]
         if group.is_main:
             write_summary(jobs, tables, args, folder)
+            clock.summary(jobs, args.out)
         failed = False
     finally:
         # A failure is reported at once: under torchrun the launcher stops this rank as soon

@@ -10,8 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..argtypes import int_in, user_path
 from ..config.schema import MAX_SIZE
-from ._common import add_weights_argument, checkpoint_config, int_in, load_weights, user_path
+from ..trained import checkpoint_config, load_weights
+from ._common import add_weights_argument
 
 if TYPE_CHECKING:
     from ..outputs import OutputFolder
@@ -49,10 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def check_target(out: Path, checkpoint: Path, overwrite: bool, flag: str = "--onnx",
                  suffix: str = ".onnx") -> OutputFolder:
     """The output is a new file, or one sodkit export wrote and nobody changed since (or any,
-    with --overwrite), never the input nor in another command's folder."""
+    with --overwrite), never the input nor in another command's folder; the checkpoint is a
+    file. Names and paths only: before torch is imported or anything is read."""
     from ..errors import UserError
     from ..outputs import single_file
 
+    if checkpoint.is_dir():
+        raise UserError(f"--checkpoint {checkpoint} is a folder; give the file, e.g. "
+                        f"{checkpoint / 'checkpoints' / 'last.pt'}")
+    if not checkpoint.is_file():
+        raise UserError(f"--checkpoint: file not found: {checkpoint}")
     if out.suffix != suffix:
         raise UserError(f"{flag} {out}: the file name must end with {suffix}")
     if not out.parent.is_dir():
@@ -75,24 +83,38 @@ def check_opset(opset: int) -> None:
 def export_model_file(args: argparse.Namespace) -> int:
     """``--model``: the checkpoint's weights (checked against its network, so that the file
     loads) with its resolved config and provenance, written whole."""
-    from ..config import to_dict
     from ..errors import UserError
-    from ..model_file import SUFFIX, from_checkpoint, model_file_bytes
-    from ..network import build_network
-    from ..torchfile import load_checkpoint
+    from ..model_file import SUFFIX
 
     if args.size or args.dynamic:
         raise UserError("--size and --dynamic apply to --onnx; a model file has no input size "
                         "of its own (its config's data.size is predict's default)")
     out, checkpoint = Path(args.model), Path(args.checkpoint)
     target = check_target(out, checkpoint, args.overwrite, "--model", SUFFIX)
+    from ..config import to_dict
+    from ..config.stored import shareable_config
+    from ..model_file import from_checkpoint, model_file_bytes
+    from ..network import build_network
+    from ..progress import Progress
+    from ..torchfile import load_checkpoint
+
     state = load_checkpoint(checkpoint, mmap=True)
     cfg = checkpoint_config(state, checkpoint)
-    weights, provenance = from_checkpoint(state, checkpoint, args.weights)
-    net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"), initialise=False)
-    load_weights(net, {**state, "model": weights, "ema": None, "model_file": False},
-                 checkpoint, "model")
-    target.write_bytes(out, model_file_bytes(weights, to_dict(cfg), provenance))
+    logger.info("export: %s (%s/%s) -> %s: its weights checked against the network, then "
+                "written with its config", checkpoint, cfg.model.name, cfg.model.backbone, out)
+    with Progress(3, "export", unit="stage", summary=True) as progress:
+        weights, provenance = from_checkpoint(state, checkpoint, args.weights)
+        progress.update(postfix=f"{provenance['weights']} weights, sha256 of the source")
+        net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
+                            initialise=False)
+        load_weights(net, {**state, "model": weights, "ema": None, "model_file": False},
+                     checkpoint, "model")
+        progress.update(postfix="every tensor fits the network")
+        # the run's config as it was (data, output folder and all: a record of the training),
+        # without free-form entries that name files or hosts (sodkit/config/stored.py)
+        config = {**to_dict(cfg), **shareable_config(state["config"], checkpoint)}
+        target.write_bytes(out, model_file_bytes(weights, config, provenance))
+        progress.update(postfix=f"wrote {out.name}")
     print(f"wrote {out} ({cfg.model.name}/{cfg.model.backbone}, {provenance['weights']} weights "
           f"of {checkpoint.name}, {len(weights)} tensors, no training state)")
     return 0
@@ -101,6 +123,8 @@ def export_model_file(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.model is not None:
         return export_model_file(args)
+    onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
+    target = check_target(onnx, checkpoint, args.overwrite)  # before torch's import
     from ..engine.export import (
         TOLERANCE,
         SaliencyModel,
@@ -111,23 +135,32 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..errors import UserError
     from ..network import build_network
+    from ..progress import Progress
+    from ..text import plural
     from ..torchfile import load_checkpoint
 
-    onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
-    target = check_target(onnx, checkpoint, args.overwrite)
     if args.opset is not None:
         check_opset(args.opset)
     state = load_checkpoint(checkpoint, mmap=True)
     cfg = checkpoint_config(state, checkpoint)
-    net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
-                        aux_outputs=False, initialise=False)
-    which = load_weights(net, state, checkpoint, args.weights)
     # both bounded: --size by its type, the stored data.size by the config's range
     size = tuple(args.size) if args.size else (cfg.data.size, cfg.data.size)
-    model = SaliencyModel(net).eval()
-    opset = args.opset or default_opset(model)
-    target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, opset, args.dynamic))
-    results = check_parity(model, onnx, parity_sizes(size, args.dynamic))
+    sizes = parity_sizes(size, args.dynamic)
+    logger.info("export: %s (%s/%s) -> %s: the network built, exported at %dx%d (opset %s%s), "
+                "then onnxruntime checked against PyTorch at %s", checkpoint, cfg.model.name,
+                cfg.model.backbone, onnx, size[0], size[1], args.opset or "by default",
+                ", dynamic" if args.dynamic else "", plural(len(sizes), "size"))
+    with Progress(3 + len(sizes), "export", unit="stage", summary=True) as progress:
+        net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
+                            aux_outputs=False, initialise=False)
+        which = load_weights(net, state, checkpoint, args.weights)
+        progress.update(postfix="network built")
+        model = SaliencyModel(net).eval()
+        opset = args.opset or default_opset(model)
+        target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, opset, args.dynamic))
+        progress.update(postfix=f"wrote {onnx.name}")
+        results = check_parity(model, onnx, sizes,
+                               done=lambda what: progress.update(postfix=what))
     for (h, w), diff in results:
         print(f"{h}x{w}: largest |onnxruntime - PyTorch| = {diff:.3e}")
     worst = max(diff for _, diff in results)

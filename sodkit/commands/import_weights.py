@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ._common import user_path
+from ..argtypes import user_path
+
+if TYPE_CHECKING:
+    from ..outputs import OutputFolder
 
 HELP = "convert an author's released checkpoint (minet-r50, f3net-r50, birefnet) into a sodkit " \
        "model file"
@@ -34,33 +38,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recipe", type=user_path,
                         help="the published recipe whose config the model file records "
                              "(default: configs/<recipe> of sodkit's source)")
-    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing --out file that sodkit did not write, or "
+                             "that was changed since")
 
 
-def check_out(out: Path, source: Path, force: bool) -> None:
-    """Before any work: a ``.safetensors`` file that is not the source and not a folder, new
-    unless ``--force``."""
+def check_out(out: Path, source: Path, force: bool) -> OutputFolder:
+    """Before any work (a BiRefNet file takes seconds to read and convert): the source is a
+    file; ``--out`` a ``.safetensors`` name in an existing folder, not the source, and, as every
+    single output file (:func:`sodkit.outputs.single_file`), never in a training run's or
+    another command's output folder; an existing file is replaced only when sodkit wrote it and
+    nobody changed it since, or with ``--force``."""
     from ..errors import UserError
     from ..model_file import SUFFIX
+    from ..outputs import single_file
 
     if out.suffix.lower() != SUFFIX:
         raise UserError(f"--out {out}: a model file ends in {SUFFIX}, e.g. "
                         f"{out.with_suffix(SUFFIX).name}")
     if out.is_dir():
         raise UserError(f"--out {out} is a folder; name the file, e.g. {out / 'model.safetensors'}")
-    if source.exists() and out.exists() and out.resolve() == source.resolve():
-        raise UserError(f"--out {out} is the source file; write the model file elsewhere")
-    if out.exists() and not force:
-        raise UserError(f"{out} exists already; pass --force to replace it, or choose another "
-                        f"--out")
+    if not out.parent.is_dir():
+        raise UserError(f"--out {out}: the folder {out.parent} does not exist; create it first, "
+                        f"or choose another --out")
+    if source.is_dir():
+        raise UserError(f"{source} is a folder; give the released file itself")
+    if not source.is_file():
+        raise UserError(f"{source}: file not found")
+    return single_file(out, "export", force, "--out", [source])
 
 
 def run(args: argparse.Namespace) -> int:
     from ..published import get_format
-    from ..published.convert import import_weights
 
     release = get_format(args.format)
     out, source = Path(args.out), Path(args.source)
-    check_out(out, source, args.force)
-    import_weights(release, source, out, args.recipe)
+    target = check_out(out, source, args.force)  # before torch's import and the long read
+    from ..published.convert import import_weights
+
+    import_weights(release, source, out, args.recipe, target=target)
     return 0

@@ -1,6 +1,8 @@
 """``sodkit info CONFIG|CHECKPOINT``: parameters, FLOPs at the input size, feature maps, what is
 registered; of a recipe's network, or of the network a checkpoint or model file holds (its
-stored config, with the overrides on top)."""
+stored config, with the overrides on top). ``--json`` adds ``config``: what ``sodkit train``
+of the same arguments runs (of a checkpoint or model file, its fine-tuning recipe:
+:mod:`sodkit.finetune`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ if TYPE_CHECKING:
     from ..config import Config
 
 HELP = ("parameters, FLOPs at the input size and feature maps of a config's network, or of a "
-        "checkpoint's or model file's")
+        "checkpoint's or model file's; --json adds the config `sodkit train` would run")
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".safetensors")
 
 
@@ -27,16 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def checkpoint_source(args: argparse.Namespace) -> tuple[Config, dict[str, Any]]:
     """The config stored in the checkpoint or model file ``args.config`` (overrides applied and
     checked like a recipe's), and what the file says about its weights."""
-    from ..config.loader import _apply_override, stored_config
+    from ..config.loader import stored_config
     from ..torchfile import load_checkpoint
 
     path = Path(args.config)
     state = load_checkpoint(path, mmap=True)
-    raw = json.loads(json.dumps(state.get("config")))  # a copy the overrides may change
-    for item in args.overrides:
-        if isinstance(raw, dict):
-            _apply_override(raw, item)
-    cfg = stored_config(raw, path)
+    cfg = stored_config(state.get("config"), path, args.overrides)
     if state.get("model_file"):
         about = {"file": str(path), "kind": "model file", **state.get("provenance", {})}
     else:
@@ -47,7 +45,11 @@ def checkpoint_source(args: argparse.Namespace) -> tuple[Config, dict[str, Any]]
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..config import to_dict
+    from ._common import recipe_source
+
     about = None
+    args.config = str(recipe_source(args.config))  # a model's name: its cached model file
     if Path(args.config).suffix.lower() in CHECKPOINT_SUFFIXES:
         cfg, about = checkpoint_source(args)
     else:
@@ -58,5 +60,7 @@ def run(args: argparse.Namespace) -> int:
     info = describe(cfg)
     if about is not None:
         info = {"source": about, **info}
+    if args.json:  # what `sodkit train` of the same arguments would run
+        info["config"] = to_dict(load_cli_config(args) if about is not None else cfg)
     print(json.dumps(info, indent=2) if args.json else format_description(info))
     return 0

@@ -1,40 +1,46 @@
-"""``sodkit predict``: saliency masks for image files and folders with a trained checkpoint.
+"""``sodkit predict``: saliency masks (and cut-outs, overlays, ...) for image files and folders
+with a trained checkpoint or a model file.
 
 Inputs are never outputs: ``--out`` may not be, hold, or lie inside an input folder. An existing
 mask is replaced only when ``sodkit predict`` wrote it and nobody changed it since, or with
 ``--force`` (which still replaces only the ``<stem>.png`` files it writes, and never writes into
-another command's folder): see :mod:`sodkit.outputs`.
+another command's folder): see :mod:`sodkit.outputs`. Where each output goes (``--out DIR``, a
+folder per ``--save`` kind, ``--out NAME.png`` for one image) and what is checked before the
+first forward pass: :mod:`sodkit.predict_plan`. The first line says what it will do (images,
+network, size, batch, threads); progress follows (a bar on a terminal, a line every 5 s in a
+log). The batch: :mod:`sodkit.engine.batch_memory`.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..argtypes import float_in, int_in, user_path
 from ..config.schema import MAX_SIZE, MIN_SIZE
-from ._common import (
-    add_weights_argument,
-    checkpoint_config,
-    float_in,
-    int_in,
-    load_weights,
-    user_path,
-)
+from ..trained import checkpoint_config, load_weights
+from ._common import add_model_arguments, add_weights_argument, resolve_model_argument
 
 if TYPE_CHECKING:
     from ..cutout import Rendering
+    from ..engine.batch_memory import BatchChoice
+    from ..predict_plan import Targets
+
+logger = logging.getLogger(__name__)
 
 HELP = "predict saliency masks for images (files or folders), each at its own resolution"
+DEFAULT_WORKERS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files and/or folders")
-    parser.add_argument("--checkpoint", required=True,
-                        help="a .pt file written by sodkit train, or a model file")
+    add_model_arguments(parser)
     parser.add_argument("--out", required=True, type=user_path,
-                        help="folder for the <stem>.png masks (new, empty, or sodkit's own)")
+                        help="folder for the <stem>.png outputs (new, empty, or sodkit's own); "
+                             "for one image, the output file itself (NAME.png)")
     parser.add_argument("--force", action="store_true",
                         help="write into a folder that already holds files, replacing masks of "
                              "the same names that sodkit predict did not write or that were "
@@ -46,8 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tta", nargs="*", choices=["hflip"], default=None,
                         help="test-time augmentation (default: the checkpoint's eval.tta; "
                              "--tta alone: none)")
-    parser.add_argument("--batch-size", type=int_in(1, 1024), default=8)
-    parser.add_argument("--workers", type=int_in(0), default=2, help="image decoding processes")
+    parser.add_argument("--batch-size", type=int_in(1, 1024),
+                        help="images per forward pass (default: chosen from the input size and "
+                             "the memory available, at most 8; the first line says it)")
+    parser.add_argument("--workers", type=int_in(0),
+                        help=f"image decoding processes (default: {DEFAULT_WORKERS}, at most one "
+                             f"an image)")
     parser.add_argument("--skip-bad", action="store_true",
                         help="leave out the images that cannot be read (truncated, corrupt, not "
                              "an image), list them and write the others' masks (default: such "
@@ -57,84 +67,202 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_save_arguments(parser: argparse.ArgumentParser) -> None:
     """``--save`` and its options (what each ``<stem>.png`` holds: :mod:`sodkit.cutout`)."""
-    from ..cutout import MODES
-
-    parser.add_argument("--save", choices=MODES, default="mask",
+    parser.add_argument("--save", action="append", type=save_kinds, metavar="KIND[,KIND]",
                         help="mask: uint8 map (default); soft: 16-bit map; binary: 0/255 at "
                              "--threshold; cutout: RGBA, the mask as alpha; overlay: the image "
-                             "with the object tinted")
+                             "with the object tinted. Several (--save mask --save cutout, or "
+                             "--save mask,cutout) come from one forward pass, each kind in its "
+                             "own folder, DIR/<kind>/ (or NAME.<kind>.png)")
     parser.add_argument("--threshold", type=float_in(0.0, 1.0), default=0.5,
                         help="--save binary: foreground where the probability is >= this")
-    parser.add_argument("--background", metavar="COLOR",
-                        help="--save cutout: a solid background (white, #RRGGBB, R,G,B) "
-                             "instead of transparency")
+    parser.add_argument("--background", metavar="COLOR|blur|FILE",
+                        help="--save cutout: composite onto a colour (white, #RRGGBB, R,G,B), "
+                             "the photo blurred (blur), or an image file (scaled to cover the "
+                             "photo) instead of transparency")
     parser.add_argument("--tint", metavar="COLOR", default="red", help="--save overlay: colour")
+    parser.add_argument("--foreground", choices=("blur-fusion", "ml", "none"), default=None,
+                        help="--save cutout: estimate the object's colours on soft edges (no "
+                             "halo of the old background): blur-fusion (BiRefNet's fast "
+                             "estimate), ml (pymatting's, needs sodkit[cutout]), none (default)")
     parser.add_argument("--estimate-foreground", action="store_true",
-                        help="--save cutout: estimate the object's colours on soft edges "
-                             "(no halo of the old background; needs sodkit[cutout])")
+                        help="--save cutout: the same as --foreground ml")
 
 
-def rendering_of(args: argparse.Namespace) -> Rendering | None:
-    """What ``--save`` asks for, checked before any work; None for the plain mask."""
-    from ..cutout import Rendering, parse_color
+def save_kinds(text: str) -> list[str]:
+    """An argparse ``type``: ``--save`` kinds, comma-separated."""
+    from ..cutout import MODES
+
+    kinds = [kind.strip() for kind in text.split(",")]
+    bad = [kind for kind in kinds if kind not in MODES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad[0]!r} is not one of {', '.join(MODES)}")
+    return kinds
+
+
+def outputs_of(args: argparse.Namespace) -> list[tuple[str, Rendering | None]]:
+    """What ``--save`` asks for, each kind once in the order given, checked before any work
+    (a background image file is read here); None for the plain mask."""
+    from ..cutout import Rendering, background_of, parse_color
     from ..errors import UserError
 
-    if args.save != "cutout" and (args.background or args.estimate_foreground):
-        raise UserError("--background and --estimate-foreground apply to --save cutout")
-    rendering = Rendering(args.save, args.threshold,
-                          parse_color(args.background) if args.background else None,
-                          parse_color(args.tint), args.estimate_foreground)
-    return None if args.save == "mask" else rendering
+    kinds = list(dict.fromkeys(kind for group in args.save or [["mask"]] for kind in group))
+    foreground = args.foreground or ("ml" if args.estimate_foreground else "none")
+    if args.estimate_foreground and args.foreground not in (None, "ml"):
+        raise UserError(f"--estimate-foreground means --foreground ml; it cannot go with "
+                        f"--foreground {args.foreground}")
+    if "cutout" not in kinds and (args.background or foreground != "none"):
+        raise UserError("--background and --foreground / --estimate-foreground apply to "
+                        "--save cutout")
+    background = background_of(args.background) if args.background else None
+    tint = parse_color(args.tint, "--tint")
+    return [(kind, None if kind == "mask" else Rendering(
+        kind, args.threshold, background, tint, foreground)) for kind in kinds]
 
 
-def check_out(out: Path, inputs: list[str], paths: list[Path], force: bool) -> None:
+def check_out(targets: Targets, inputs: list[str], paths: list[Path], force: bool) -> None:
     """Before any work: ``--out`` is a folder apart from the inputs, of ``sodkit predict``'s
-    own (or the user's, with ``--force``), and replaces no mask it may not."""
-    from ..outputs import OutputFolder, check_claim, kind_of
-    from ..paths import check_not_input
+    own (or the user's, with ``--force``), and replaces no file it may not; ``--out NAME.png``
+    obeys the rules of single files (:func:`sodkit.outputs.single_file`)."""
+    from ..errors import UserError
+    from ..outputs import OutputFolder, check_claim, kind_of, single_file
 
-    check_not_input(out, [Path(p) for p in inputs] + paths)
+    every = [targets.path(p.stem, kind) for p in paths for kind in targets.kinds]
+    if targets.single:
+        for path in every:
+            single_file(path, "predict", force, "--out", [Path(p) for p in inputs] + paths)
+        return
+    out = targets.out
     check_claim(out, "predict", force)
+    for kind in targets.kinds if len(targets.kinds) > 1 else ():
+        if (out / kind).exists() and not (out / kind).is_dir():
+            raise UserError(f"--out {out}: {out / kind} is a file; the {kind} outputs go into "
+                            f"a folder of that name")
     if out.is_dir():
         kind = kind_of(out)
-        masks = OutputFolder(out, kind, force, record=kind is not None)
-        masks.check(out / f"{path.stem}.png" for path in paths)
+        OutputFolder(out, kind, force, record=kind is not None).check(every)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..engine.predictor import collect_inputs
+    from ..foreground import check_foreground_memory
+    from ..predict_plan import input_sizes, plan, resolve
+    from ..resources import keep_freed_memory
+
+    outputs = outputs_of(args)
+    keep_freed_memory()
+    paths = collect_inputs(args.inputs)
+    targets = plan(args.out, args.inputs, paths, [kind for kind, _ in outputs])
+    check_out(targets, args.inputs, paths, args.force)
+    files = resolve(targets, paths)
+    sizes = input_sizes(paths, args.skip_bad)  # headers: every image is one, within limits
+    largest = max(sizes, key=lambda p: sizes[p][0] * sizes[p][1], default=None)
+    foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)  # pymatting's
+    if foreground and largest is not None:
+        check_foreground_memory(*sizes[largest], largest)
+    return _predict(args, paths, targets, files, outputs,
+                    sizes[largest] if largest is not None else (0, 0))
+
+
+def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
+             files: list[dict[str, Path]], outputs: list[tuple[str, Rendering | None]],
+             largest: tuple[int, int]) -> int:
+    """Load, choose the batch, say what will happen, predict (the checks are done)."""
     from ..config import RuntimeCfg
     from ..data import build_test_transform
-    from ..engine.predictor import ImageBatches, collect_inputs, predict_files
+    from ..engine.batch_memory import worth_probing
+    from ..engine.predictor import ImageBatches, predict_files, probe_memory
     from ..engine.runtime import Runtime
     from ..network import build_network
     from ..outputs import claim
-    from ..resources import cap_workers, keep_freed_memory
+    from ..resources import cap_workers
     from ..torchfile import load_checkpoint
 
-    rendering = rendering_of(args)
-    keep_freed_memory()
-    paths = collect_inputs(args.inputs)
-    out = Path(args.out)
-    check_out(out, args.inputs, paths, args.force)
+    resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
     state = load_checkpoint(args.checkpoint, mmap=True)
     cfg = checkpoint_config(state, Path(args.checkpoint))
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     transform = build_test_transform(cfg.data, size=args.size)
-    workers = cap_workers(args.workers, len(paths), "--workers")
-    # decoding starts now: the workers read the first batches while the network is built
-    images = ImageBatches(paths, transform, runtime, args.batch_size, workers,
-                          rendering is not None and rendering.needs_image, args.skip_bad)
+    workers = cap_workers(DEFAULT_WORKERS if args.workers is None else args.workers, len(paths),
+                          None if args.workers is None else "--workers")
+    keep = any(r is not None and r.needs_image for _, r in outputs)
+    size, tta = args.size or cfg.data.size, cfg.eval.tta if args.tta is None else args.tta
+
+    def batches(batch: int) -> ImageBatches:  # decoding starts: the workers read ahead
+        return ImageBatches(paths, transform, runtime, batch, workers, keep, args.skip_bad)
+
+    # the batch is known now unless the probe must measure the network: then decoding waits
+    choice = None if worth_probing(size, runtime.device, args.batch_size) else _choice(
+        None, size, runtime, args, outputs, keep, largest, workers)
+    early = args.batch_size or (choice.batch if choice else None)
+    images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
         model = build_network(replace(cfg.model, pretrained=None), initialise=False)
         load_weights(model, state, Path(args.checkpoint), args.weights)  # all of them
         model = model.to(runtime.device)
-        folder = claim(out, "predict", force=args.force) if runtime.is_main else None
+        if choice is None:
+            choice = _choice(probe_memory(model, transform, runtime, size, tta), size, runtime,
+                             args, outputs, keep, largest, workers)
+        images = images or batches(choice.batch)
+        _opening_line(runtime, cfg, args, len(paths), choice, workers, targets, outputs)
+        folder = _claim(targets, args.force, claim) if runtime.is_main else None
         runtime.barrier()
-        predict_files(model, paths, transform, runtime, folder or out,
-                      batch_size=args.batch_size, num_workers=workers,
-                      tta=cfg.eval.tta if args.tta is None else args.tta,
-                      rendering=rendering, skip_bad=args.skip_bad, images=images)
+        predict_files(model, paths, transform, runtime, folder or targets.folder,
+                      batch_size=choice.batch, num_workers=workers, tta=tta,
+                      skip_bad=args.skip_bad, images=images, outputs=outputs, targets=files,
+                      where=targets.where(), progress=True)
     finally:
-        images.close()
+        if images is not None:
+            images.close()
         runtime.close()
     return 0
+
+
+def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Namespace,
+            outputs: list, keep: bool, largest: tuple[int, int], workers: int) -> BatchChoice:
+    """``--batch-size``, or the batch chosen from the probe's memory per image (None: not
+    probed) and, for a cut-out or an overlay, each photo's original in every batch in flight
+    (decoded ahead by each worker, in the forward pass, waiting to be written: 2 per worker
+    and 3); beside the batch, what the largest photo costs at its own size in the output
+    thread (one at a time): its float32 map, and its foreground estimate."""
+    from ..engine.batch_memory import choose_batch
+    from ..foreground import ML_BYTES_PER_PIXEL
+
+    pixels = largest[0] * largest[1]
+    known = pixels * 4 * (2 * workers + 3) if keep else 0  # RGB + alpha, in flight
+    foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)
+    fixed = pixels * (4 + (ML_BYTES_PER_PIXEL if foreground else 0))
+    return choose_batch(per_image, size, runtime.device, args.batch_size, "--batch-size",
+                        fixed, known)
+
+
+def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace, count: int,
+                  choice: BatchChoice, workers: int, targets: Targets, outputs: list) -> None:
+    """What the command will do, before it does it: the first line of a long run."""
+    import torch
+
+    from ..cutout import NOUNS
+    from ..text import and_list, noun_for, plural
+
+    if not runtime.is_main:
+        return
+    where = f"{runtime.device}" + (f", {runtime.world_size} processes"
+                                   if runtime.world_size > 1 else "")
+    decoding = plural(workers, "decoding worker") if workers else "decoding in this process"
+    kinds = and_list([noun_for(count, NOUNS[kind]) for kind, _ in outputs])
+    logger.info("predicting %s with %s/%s at %d px on %s (%s): %s, %s; %s to %s",
+                plural(count, "image"), cfg.model.name, cfg.model.backbone,
+                args.size or cfg.data.size, where, plural(torch.get_num_threads(), "thread"),
+                choice.describe(), decoding, kinds, targets.where())
+
+
+def _claim(targets: Targets, force: bool, claim: Any) -> Any:
+    """The output folder to write through: ``--out`` claimed as ``predict``'s; for a single
+    file, the folder it lies in (a missing one created as ``predict``'s)."""
+    from ..outputs import single_file
+
+    if not targets.single:
+        return claim(targets.out, "predict", force=force)
+    if not targets.out.parent.exists():
+        claim(targets.out.parent, "predict")
+    return single_file(targets.out if len(targets.kinds) == 1 else
+                       targets.path("", targets.kinds[0]), "predict", force, "--out")

@@ -11,8 +11,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..argtypes import user_path
 from ..errors import UserError
-from ._common import user_path
 
 if TYPE_CHECKING:
     from ..report.figure_style import FigureStyle
@@ -60,9 +60,10 @@ def run(args: argparse.Namespace) -> int:
     from ..report.sources import load_sources
 
     folders = [Path(f) for f in args.folders]
+    style = _check_figures(args, folders)
+    _check_collisions(args, folders, style)
     out = check_output_file(args.out, folders, args.force, "--out")
     check_table_outputs(args, folders)
-    style = _check_figures(args, folders)
     sources = load_sources(folders)
     sources = select_sources(sources, args)
     comparison: dict[str, dict[str, dict[str, float]]] = {}
@@ -129,8 +130,24 @@ def _check_figures(args: argparse.Namespace, folders: list[Path]) -> FigureStyle
     if not args.figures:
         return None
     style = read_figure_style(args.figure_style)
-    for kind in args.curves:
-        for fmt in style.formats:
-            check_output_file(Path(args.figures) / f"{kind}.{fmt}", folders, args.force,
-                              "--figures")
+    for name in _figure_files(args, style):
+        check_output_file(Path(args.figures) / name, folders, args.force, "--figures")
     return style
+
+
+def _figure_files(args: argparse.Namespace, style: FigureStyle) -> list[str]:
+    return [f"{kind}.{fmt}" for kind in args.curves for fmt in style.formats]
+
+
+def _check_collisions(args: argparse.Namespace, folders: list[Path],
+                      style: FigureStyle | None) -> None:
+    """No two of the page, the paper tables and the figures are one path, and none is an
+    input (the folders, the style file): :mod:`sodkit.collisions`."""
+    from ..collisions import Inputs, Output, check_outputs
+
+    outputs = [Output(f"--{flag}", Path(getattr(args, flag)))
+               for flag in ("out", "latex", "xlsx") if getattr(args, flag)]
+    if style is not None:
+        outputs.append(Output("--figures", Path(args.figures), _figure_files(args, style)))
+    styles = [Path(args.figure_style)] if args.figure_style else []
+    check_outputs(outputs, Inputs(folders, styles))

@@ -16,13 +16,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..argtypes import user_path
+from ..trained import load_weights
 from ._common import (
     add_config_arguments,
+    add_model_arguments,
     add_weights_argument,
     load_cli_config,
-    load_weights,
+    resolve_model_argument,
     run_dir_of,
-    user_path,
 )
 
 if TYPE_CHECKING:
@@ -35,8 +37,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--checkpoint", required=True,
-                        help="a .pt file written by sodkit train, or a model file")
+    add_model_arguments(parser)  # --model NAME: its own network, CONFIG's test sets
     parser.add_argument("--out", type=user_path,
                         help="folder for this evaluation (default: <run folder>/eval/"
                              "<checkpoint name>/, beside the training run's results)")
@@ -48,10 +49,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def output_folder(args: argparse.Namespace, run_dir: Path) -> Path:
     """Where this evaluation goes, checked before any work (inputs are never outputs)."""
     from ..errors import UserError
-    from ..outputs import check_claim
-    from ..paths import check_name, check_not_input, check_removable
+    from ..outputs import check_claim, check_removable
+    from ..paths import check_name, check_not_input
 
     checkpoint = Path(args.checkpoint)
+    fetched = bool(getattr(args, "model", None))  # --model NAME: in the cache once fetched
+    if not fetched and (checkpoint.is_dir() or not checkpoint.is_file()):
+        raise UserError(f"--checkpoint {checkpoint}: " + (
+            "a folder; give the file, e.g. " + str(checkpoint / "checkpoints" / "last.pt")
+            if checkpoint.is_dir() else "file not found"))
     out = Path(args.out) if args.out else run_dir / "eval" / check_name(
         checkpoint.stem, "--checkpoint (its file name)", "last.pt")
     check_not_input(out, [checkpoint], "--out")
@@ -70,10 +76,14 @@ def _dataset_folders(loaders: dict) -> list[Path]:
                    for folder in (pair.image.parent, pair.mask.parent)})
 
 
-def follow_preprocess(cfg: Config, state: dict) -> Config:
+def follow_preprocess(cfg: Config, state: dict, source: str | Path = "the checkpoint"
+                      ) -> Config:
     """``data.preprocess`` unset: the checkpoint's own inference pipeline (an imported model
-    file records its authors'), so that the recipe evaluates it as the authors did."""
-    stored = ((state.get("config") or {}).get("data") or {}).get("preprocess")
+    file records its authors'), so that the recipe evaluates it as the authors did; a stored
+    value that is no known pipeline is one line naming the file."""
+    from ..config.stored import stored_preprocess
+
+    stored = stored_preprocess(state.get("config"), source)
     if cfg.data.preprocess is not None or not stored:
         return cfg
     logger.info("inference pipeline: %s (data.preprocess of the checkpoint)", stored)
@@ -82,7 +92,13 @@ def follow_preprocess(cfg: Config, state: dict) -> Config:
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
+    if not cfg.data.test:  # names and paths first, before torch is imported
+        from ..errors import UserError
+
+        raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
+    resolve_model_argument(args, fetch=False)  # its name names the output folder
     out = output_folder(args, run_dir_of(cfg))
+    resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
 
     from ..data import build_test_loaders
     from ..engine.evaluator import eval_output_paths, evaluate, write_eval_outputs
@@ -91,20 +107,23 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.runtime import Runtime
     from ..errors import UserError
     from ..network import build_network
-    from ..outputs import claim
-    from ..paths import check_not_input, remove_run_folder
+    from ..outputs import claim, remove_run_folder
+    from ..paths import check_not_input
     from ..resources import keep_freed_memory
     from ..torchfile import load_checkpoint
 
-    if not cfg.data.test:
-        raise UserError(f"{args.config}: data.test is empty; list the test sets to evaluate")
     keep_freed_memory()
     runtime = Runtime(cfg.runtime)
     folder = None
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
         state = load_checkpoint(args.checkpoint, mmap=True)
-        cfg = follow_preprocess(cfg, state)
+        cfg = follow_preprocess(cfg, state, Path(args.checkpoint))
+        if args.model:  # a model by name brings its network; CONFIG gives the test sets
+            from ..trained import checkpoint_config
+
+            stored = checkpoint_config(state, Path(args.checkpoint))
+            cfg = replace(cfg, model=replace(stored.model, pretrained=None, init_from=None))
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         check_not_input(out, _dataset_folders(loaders))
         pred_root = out / "predictions" if cfg.eval.save_predictions else None

@@ -1,6 +1,7 @@
 """Typed configuration: YAML recipes, dotted overrides, validation, resolved dumps."""
 
-from .loader import ConfigError, from_dict, load_config, parse_override, save_config, to_dict
+from ..errors import ConfigError
+from .loader import from_dict, load_config, parse_override, save_config, to_dict
 from .schema import (
     Config,
     DataCfg,

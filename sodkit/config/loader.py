@@ -16,17 +16,12 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from ..errors import UserError
-from ..output_names import check_dataset_name
-from ..paths import check_name
+from ..errors import ConfigError
 from .derived import fit_backbone_size, fit_birefnet_batchnorm
 from .ranges import check_ranges, expand_paths
+from .rules import check_values
 from .schema import Config
 from .yamlio import load_yaml, read_yaml
-
-
-class ConfigError(UserError, ValueError):
-    """A config file or override the user must fix; the CLI exits with code 2."""
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -44,17 +39,33 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return _validated(raw)
 
 
+def config_from_dict(raw: dict[str, Any], overrides: list[str] | None = None) -> Config:
+    """A recipe built in code (e.g. from a model file), ``key=value`` overrides applied and
+    checked as a YAML recipe is."""
+    for item in overrides or []:
+        _apply_override(raw, item)
+    return _validated(raw)
+
+
 def _validated(raw: Any) -> Config:
     cfg = from_dict(Config, raw, prefix="")
-    _check_values(cfg)
+    check_values(cfg)
     return fit_birefnet_batchnorm(fit_backbone_size(cfg, ConfigError))
 
 
-def stored_config(raw: Any, source: str | Path) -> Config:
-    """The config a checkpoint holds, checked as a recipe is: a checkpoint from elsewhere is an
-    input like any other (its ``data.size=60000`` would ask for 10.8 GB per image)."""
+def stored_config(raw: Any, source: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """The config a checkpoint or model file holds, as input rather than trust: every key that
+    names a file or a host taken out (:func:`sodkit.config.stored.untrusted_config`, said in
+    one line), the user's ``overrides`` applied on top, then checked as a recipe is (a
+    ``data.size=60000`` would ask for 10.8 GB per image). Errors name ``source``."""
+    from .stored import report_dropped, untrusted_config
+
+    config, dropped = untrusted_config(raw, source)
+    report_dropped(dropped, source)
+    for item in overrides:  # the user's own words: trusted as a recipe's
+        _apply_override(config, item)
     try:
-        return _validated(raw)
+        return _validated(config)
     except ConfigError as exc:
         raise ConfigError(f"{source}: the config stored in it is invalid: {exc}") from None
 
@@ -185,34 +196,6 @@ def _convert_scalar(tp: Any, value: Any, key: str) -> Any:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
     raise ConfigError(f"{key}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
-
-
-def _check_values(cfg: Config) -> None:
-    """Rules across keys (each key's own range is checked by ``from_dict``: schema ``ranged``);
-    registry names are checked later by their users."""
-    if cfg.schedule.warmup_epochs > cfg.train.epochs:
-        raise ConfigError(f"schedule.warmup_epochs: {cfg.schedule.warmup_epochs} is longer than "
-                          f"the run (train.epochs {cfg.train.epochs}): the LR would never reach "
-                          f"optim.lr")
-    if cfg.optim.name == "sgd" and cfg.optim.nesterov and cfg.optim.momentum == 0:
-        raise ConfigError("optim.nesterov: needs optim.momentum > 0")
-    for i, size in enumerate(cfg.data.size_list):
-        if isinstance(size, list) and len(size) != 2:
-            raise ConfigError(f"data.size_list.{i}: a size is a side or [height, width], got "
-                              f"{size}")
-    if cfg.data.size_range:
-        from ..data.sizes import check_size_range
-
-        check_size_range(cfg.data, ConfigError)
-    if cfg.loss.schedule:  # its names against loss.terms, before any data or network
-        from ..loss.schedule import check_schedule
-
-        check_schedule(cfg.loss, cfg.train.epochs)
-    check_name(cfg.name, "name", "my_run", ConfigError)
-    for split in ("train", "test"):
-        for i, dataset in enumerate(getattr(cfg.data, split)):
-            if dataset.name:  # a derived name (preset, root folder) is checked when resolved
-                check_dataset_name(dataset.name, f"data.{split}.{i}.name", "ECSSD", ConfigError)
 
 
 def to_dict(cfg: Any) -> Any:

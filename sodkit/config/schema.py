@@ -19,6 +19,9 @@ IMAGENET_STD = [0.229, 0.224, 0.225]
 # coarsest level is under a pixel; above 4096 a single image needs gigabytes of activations
 MIN_SIZE, MAX_SIZE = 16, 4096
 MAX_SECONDS = 30 * 24 * 3600  # time limits: 30 days, well inside what a timedelta holds
+SIZE_MULTIPLE = 32  # data.size_range's draws are floored to it (BiRefNet's custom_collate_fn)
+# data.preprocess: the inference pipelines (sodkit/data/preprocess.py)
+Preprocess = Literal["sodkit", "minet", "f3net", "birefnet", "birefnet-card"]
 
 
 @dataclass
@@ -31,6 +34,10 @@ class DatasetCfg:
     image_dir: str = ""  # sub-folder of root holding the images (a preset fills it)
     mask_dir: str = ""  # sub-folder of root holding the masks (a preset fills it)
     list_file: str | None = None  # optional text file of stems to use (one per line)
+    # sub-folder of root holding trimaps (0 / 128 / 255, by stem; a matting preset fills it
+    # where its release ships them): eval.compute [matting] of a test set then measures their
+    # unknown pixels only
+    trimap_dir: str = ""
 
 
 @dataclass
@@ -84,7 +91,7 @@ class DataCfg:
     # minet / f3net / birefnet / birefnet-card (the authors' own, for their released weights:
     # import-weights records it);
     # null: the checkpoint's own, else sodkit
-    preprocess: str | None = None
+    preprocess: Preprocess | None = None
     # training pairs held out as the test set `val`, chosen by a hash of the stem (the same
     # pairs whatever files are added); null: none
     val_fraction: float | None = ranged(None, above=0, below=1,
@@ -276,9 +283,11 @@ class EvalCfg:
     # also evaluate before the first step (epoch 0: the starting model, e.g. model.init_from's)
     at_start: bool = False
     # optional metric families computed as well (sodkit/metrics/families.py), e.g. [HCE, BIoU,
-    # mBA] for DIS; [all] for every one but CCM (it reads the images: name it). Default: none
-    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "CCM", "all"]] = (
-        field(default_factory=list))
+    # mBA] for DIS, [matting] for alpha mattes (SAD, MSE, MAD, Grad, Conn; over a test set's
+    # trimap_dir's unknown region where it has one); [all] for every one but CCM (it reads the
+    # images: name it). Default: none
+    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "CCM", "matting",
+                          "all"]] = field(default_factory=list)
 
 
 @dataclass

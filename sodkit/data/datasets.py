@@ -22,11 +22,17 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..config.loader import ConfigError
 from ..config.schema import DatasetCfg
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..folder_names import dataset_name
-from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_image_reduced, read_mask
+from ..imageio import (
+    IMAGE_EXTENSIONS,
+    list_images,
+    read_image,
+    read_image_reduced,
+    read_mask,
+    read_matte,
+)
 from ..output_names import check_dataset_name
 from ..text import plural
 from .presets import PRESETS, get_preset
@@ -51,6 +57,7 @@ def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> 
     of its known layouts found on disk is used unless ``image_dir``/``mask_dir`` are given.
     """
     image_dir, mask_dir, root, name = cfg.image_dir, cfg.mask_dir, cfg.root, cfg.name
+    trimap_dir = cfg.trimap_dir
     if cfg.preset is not None:
         if cfg.preset not in PRESETS:
             close = difflib.get_close_matches(cfg.preset, PRESETS.names(), n=1, cutoff=0.3)
@@ -62,6 +69,8 @@ def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> 
         name = name or (_root_name(root_path, preset.name) if root else preset.name)
         layout = _pick_layout(root_path, preset.layouts, image_dir, mask_dir)
         image_dir, mask_dir = image_dir or layout[0], mask_dir or layout[1]
+        trimap_dir = trimap_dir or next((folder for folder in preset.trimaps
+                                         if (root_path / folder).is_dir()), "")
     else:
         missing = [k for k, v in (("root", root), ("image_dir", image_dir),
                                   ("mask_dir", mask_dir)) if not v]
@@ -74,8 +83,8 @@ def resolve_dataset(cfg: DatasetCfg, data_root: str, where: str = "dataset") -> 
         list_file = str(_absolute(list_file, str(root_path)))
     name = name or dataset_name(root_path)
     name = check_dataset_name(name, f"{where}.name", "ECSSD", ConfigError)
-    return dataclasses.replace(cfg, name=name, root=str(root_path),
-                               image_dir=image_dir, mask_dir=mask_dir, list_file=list_file)
+    return dataclasses.replace(cfg, name=name, root=str(root_path), image_dir=image_dir,
+                               mask_dir=mask_dir, list_file=list_file, trimap_dir=trimap_dir)
 
 
 def _root_name(root: Path, preset_name: str) -> str:
@@ -175,15 +184,17 @@ def _restrict(stems: list[str], list_file: Path, label: str) -> list[str]:
     return sorted(wanted)
 
 
-def _read_pair(pair: Pair, at_least: tuple[int, int] | None = None
+def _read_pair(pair: Pair, at_least: tuple[int, int] | None = None, matte: bool = False
                ) -> tuple[np.ndarray, np.ndarray]:
-    """The pair's image and mask, equal in size. With ``at_least`` (H, W) a JPEG image is
+    """The pair's image and mask, equal in size (``matte``: a 16-bit alpha matte keeps its 16
+    bits, as training targets; :func:`~sodkit.imageio.read_matte`). With ``at_least`` (H, W) a
+    JPEG image is
     decoded at reduced scale where it stays that large (:func:`~sodkit.imageio.read_image_reduced`),
     and its mask, decoded full, is averaged down to it (``INTER_AREA``): the training resize
     that follows then starts from what a full decode would give, less some rounding."""
     image, factor = (read_image(pair.image), 1) if at_least is None else \
         read_image_reduced(pair.image, at_least)
-    mask = read_mask(pair.mask)
+    mask = read_matte(pair.mask) if matte else read_mask(pair.mask)
     if factor > 1:
         if image.shape[:2] == tuple(-(-side // factor) for side in mask.shape):
             return image, cv2.resize(mask, (image.shape[1], image.shape[0]),
@@ -242,7 +253,7 @@ class TrainDataset(Dataset):
             if candidate in self._bad:
                 continue
             try:
-                return candidate, _read_pair(self.pairs[candidate], at_least)
+                return candidate, _read_pair(self.pairs[candidate], at_least, matte=True)
             except DataError as exc:
                 self._bad.add(candidate)
                 if len(self._bad) > self.max_bad:
@@ -253,12 +264,15 @@ class TrainDataset(Dataset):
 
 
 class TestDataset(Dataset):
-    """Test pairs: the image at the network's input size, the GT mask at its own resolution."""
+    """Test pairs: the image at the network's input size, the GT mask at its own resolution;
+    ``trimaps``: each stem's trimap file (``trimap_dir``), for the matting metrics."""
 
-    def __init__(self, pairs: list[Pair], transform: Callable, name: str) -> None:
+    def __init__(self, pairs: list[Pair], transform: Callable, name: str,
+                 trimaps: dict[str, Path] | None = None) -> None:
         self.pairs = pairs
         self.transform = transform
         self.name = name
+        self.trimaps = trimaps
 
     def __len__(self) -> int:
         return len(self.pairs)

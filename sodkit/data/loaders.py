@@ -16,17 +16,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from ..config.loader import ConfigError
 from ..config.schema import Config
-from ..engine.launcher import shard_range
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..resources import cap_workers, resolve_workers
+from ..sharding import shard_range
 from ..text import plural
 from .checks import Issue, bad_stems, check_pairs, output_name_issues
 from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
@@ -182,7 +182,7 @@ def build_train_dataset(cfg: Config) -> TrainDataset:
     if not cfg.data.train:
         raise DataError("no training data: add at least one dataset to data.train "
                         "(e.g. {preset: demo-train})")
-    pairs, names = [], []
+    pairs, names, targets = [], [], []
     budget = cfg.data.max_bad_samples
     for i, dataset in enumerate(cfg.data.train):
         resolved = resolve_dataset(dataset, cfg.data_root, where=f"data.train.{i}")
@@ -191,6 +191,7 @@ def build_train_dataset(cfg: Config) -> TrainDataset:
         budget -= len(found) - len(good)
         logger.info("train set %s: %s in %s", resolved.name, plural(len(good), "pair"),
                     resolved.root)
+        targets.append(_targets(resolved.name, good, cfg.data.binarize))
         pairs.extend(good)
         names.append(resolved.name)
     if not pairs:
@@ -203,7 +204,25 @@ def build_train_dataset(cfg: Config) -> TrainDataset:
     dataset = TrainDataset(pairs, build_train_transform(cfg.data), cfg.data.size,
                            "+".join(names), max_bad=budget)
     dataset.held_out = held  # the test set `val`: build_test_loaders(..., val=...)
+    dataset.targets = [line for line in targets if line]  # the trainer logs them
     return dataset
+
+
+def _targets(name: str, pairs: list[Pair], binarize: float | None) -> str:
+    """A line saying whether a training set's masks are binary or soft, and what the losses
+    see (for the run's log); a warning when alpha mattes are binarised."""
+    from .softness import sample_softness
+
+    if not pairs:
+        return ""
+    found = sample_softness([pair.mask for pair in pairs])
+    trained = ("trained as they are (soft targets; data.binarize is null)" if binarize is None
+               else f"binarised at data.binarize={binarize:g} (targets 0 or 1)")
+    if found.soft and binarize is not None:
+        logger.warning("train set %s holds alpha mattes, but data.binarize=%g makes their soft "
+                       "edges 0 or 1: the network will learn hard edges (data.binarize=null "
+                       "keeps them)", name, binarize)
+    return f"train set {name} masks: {found.describe()}; {trained}"
 
 
 def _log_encodings(issues: list[Issue], label: str) -> list[Issue]:
@@ -272,7 +291,14 @@ def build_test_loaders(cfg: Config, rank: int = 0, world_size: int = 1,
                 "another test set"
             raise ConfigError(f"data.test.{i}.name: {resolved.name!r} is the name of {why}; "
                               "give this test set a different name")
-        test_set = TestDataset(find_pairs(resolved), transform, resolved.name)
+        pairs = find_pairs(resolved)
+        trimaps = None
+        if resolved.trimap_dir:
+            from ..trimap import match_trimaps
+
+            trimaps = match_trimaps(Path(resolved.root) / resolved.trimap_dir,
+                                    [pair.stem for pair in pairs], f"data.test.{i}.trimap_dir")
+        test_set = TestDataset(pairs, transform, resolved.name, trimaps)
         logger.info("test set %s: %s in %s", resolved.name, plural(len(test_set), "pair"),
                     resolved.root)
         loaders[resolved.name] = _test_loader(test_set, cfg, rank, world_size)

@@ -25,16 +25,17 @@ predict`` and the Python API need nothing but the transform to follow a model's 
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 
 import cv2
 import numpy as np
 import torch
 
-from ..config.loader import ConfigError
-from ..config.schema import DataCfg
+from ..config.schema import DataCfg, Preprocess
+from ..errors import ConfigError
 
-PREPROCESSING = ("sodkit", "minet", "f3net", "birefnet", "birefnet-card")
+PREPROCESSING: tuple[str, ...] = typing.get_args(Preprocess)  # checked by the config loader too
 
 
 def preprocess_name(cfg: DataCfg) -> str:

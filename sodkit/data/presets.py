@@ -37,6 +37,16 @@ uhrsd-tr   UHRSD       UHRSD_TR_2K/image / UHRSD_TR_2K/mask (release, PGNet); TR
                        TR-UHRSD/gt (BiRefNet's); Image/Mask
 uhrsd-te   UHRSD       UHRSD_TE_2K/image / UHRSD_TE_2K/mask; TE-UHRSD/im / TE-UHRSD/gt
 davis-s    DAVIS-S     im/gt (BiRefNet's); images/masks (InSPyReNet's repack); Image/Mask; Imgs/GT
+p3m-10k    P3M-10k     train/blurred_image / train/mask (release); im/gt (BiRefNet's)
+p3m-500-p  P3M-10k     validation/P3M-500-P/blurred_image / .../mask, trimaps .../trimap; im/gt
+p3m-500-np P3M-10k     validation/P3M-500-NP/original_image / .../mask, trimaps .../trimap; im/gt
+am-2k-tr   AM-2k       train/original / train/mask (release); im/gt
+am-2k-te   AM-2k       validation/original / validation/mask, trimaps validation/trimap; im/gt
+d646-tr    Distinc-    Train/FG / Train/GT (release: foregrounds, composited by most code bases;
+           tions-646   BiRefNet's are composites on BG-20k in im/gt)
+d646-te    Distinc-    Test/FG / Test/GT (no trimaps in the release); im/gt
+           tions-646
+aim-500    AIM-500     original / mask, trimaps trimap (release); im/gt
 demo-train cache       DEMO-TR/images / DEMO-TR/masks (generated on first use)
 demo-test  cache       DEMO-TE/images / DEMO-TE/masks (generated on first use)
 ========== =========== ======================================================================
@@ -56,19 +66,28 @@ the UHRSD and DAVIS-S presets at it, ``{preset: uhrsd-tr, root: HRSOD, name: UHR
 authors' code reads them; DAVIS-S has no release layout of its own (it comes with HRSOD's
 authors' results), so its usual repacks are listed.
 
-The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default ``~/.cache/sodkit``), read when a
+The matting presets (alpha mattes: soft masks) list the trimap folder their release ships,
+found like the layouts (``trimap_dir`` in the config wins); ``eval.compute: [matting]`` then
+measures a test set's unknown region. BiRefNet's Matting task (config.py:29, 38: trained on
+every folder under ``<data_root>/Matting`` but TE-P3M-500-NP and TE-AM-2k; its README's general
+matting model: P3M-10k, humans, AM-2k, AIM-500, Human-2k and Distinctions-646 composited on
+BG-20k, HIM2K, PPM-100) keeps each set as ``<name>/im`` and ``<name>/gt``: point a preset at
+such a folder with ``root`` (``{preset: p3m-500-np, root: Matting/TE-P3M-500-NP}``).
+
+The demo presets' root is ``$SODKIT_CACHE/demo-v<N>`` (default: the platform's user cache
+folder, ``~/.cache/sodkit`` on Linux: :mod:`sodkit.cache`), read when a
 config is resolved so that the environment variable can be set late (tests do).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir
 from ..registry import Registry
 from . import synthetic
 
@@ -86,6 +105,7 @@ class Preset:
     layouts: tuple[Layout, ...]  # known (image_dir, mask_dir) pairs, the default first
     prepare: Callable[[Path], None] | None = None
     doc: str = ""
+    trimaps: tuple[str, ...] = ()  # trimap folders the release ships, the default first
 
     def default_root(self) -> str:
         return self.root() if callable(self.root) else self.root
@@ -104,11 +124,6 @@ def _add(key: str, preset: Preset) -> None:
 def get_preset(key: str) -> Preset:
     """The preset registered as ``key``; a KeyError that suggests the closest name otherwise."""
     return PRESETS.get(key)
-
-
-def cache_dir() -> Path:
-    """sodkit's cache folder: ``$SODKIT_CACHE`` or ``~/.cache/sodkit``."""
-    return Path(os.environ.get("SODKIT_CACHE") or "~/.cache/sodkit").expanduser()
 
 
 def demo_root() -> str:
@@ -163,6 +178,33 @@ _add("uhrsd-te", Preset("UHRSD-TE", "UHRSD", (("UHRSD_TE_2K/image", "UHRSD_TE_2K
                         doc="UHRSD test set, 988 pairs (4K)"))
 _add("davis-s", Preset("DAVIS-S", "DAVIS-S", (_IM_GT, ("images", "masks"), _REPACK, _IMGS_GT),
                        doc="DAVIS-S (HRSOD's), 92 pairs of 1080p frames"))
+# Alpha-matting sets (soft masks: train them with data.binarize null, measure them with
+# eval.compute [matting]); the second layout is BiRefNet's Matting task folder (im, gt).
+_add("p3m-10k", Preset("P3M-10k", "P3M-10k", (("train/blurred_image", "train/mask"), _IM_GT),
+                       doc="P3M-10k training set, 9,421 face-blurred portraits (alpha mattes)"))
+for _split, _images in (("P", "blurred_image"), ("NP", "original_image")):
+    _folder = f"validation/P3M-500-{_split}"
+    _add(f"p3m-500-{_split.lower()}", Preset(
+        f"P3M-500-{_split}", "P3M-10k", ((f"{_folder}/{_images}", f"{_folder}/mask"), _IM_GT),
+        trimaps=(f"{_folder}/trimap", "trimap"),
+        doc=f"P3M-10k test set, 500 {'face-blurred' if _split == 'P' else 'unblurred'} "
+            f"portraits, with trimaps"))
+_add("am-2k-tr", Preset("AM-2k-TR", "AM-2k", (("train/original", "train/mask"), _IM_GT),
+                        doc="AM-2k training set, 1,800 animals (alpha mattes)"))
+_add("am-2k-te", Preset("AM-2k-TE", "AM-2k", (("validation/original", "validation/mask"),
+                                              _IM_GT),
+                        trimaps=("validation/trimap", "trimap"),
+                        doc="AM-2k test set, 200 animals, with trimaps"))
+_add("d646-tr", Preset("Distinctions-646-TR", "Distinctions-646", (("Train/FG", "Train/GT"),
+                                                                   _IM_GT),
+                       doc="Distinctions-646 training set, 596 foregrounds and alphas"))
+_add("d646-te", Preset("Distinctions-646-TE", "Distinctions-646", (("Test/FG", "Test/GT"),
+                                                                   _IM_GT),
+                       doc="Distinctions-646 test set, 50 foregrounds and alphas (no trimaps)"))
+_add("aim-500", Preset("AIM-500", "AIM-500", (("original", "mask"), _IM_GT),
+                       trimaps=("trimap",),
+                       doc="AIM-500, 500 natural images of any object (alpha mattes), with "
+                           "trimaps"))
 _add("demo-train", Preset("DEMO-TR", demo_root, (("DEMO-TR/images", "DEMO-TR/masks"),),
                           prepare=synthetic.generate_demo, doc="synthetic demo, training split"))
 _add("demo-test", Preset("DEMO-TE", demo_root, (("DEMO-TE/images", "DEMO-TE/masks"),),

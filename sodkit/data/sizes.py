@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config.schema import SIZE_MULTIPLE as MULTIPLE
 from ..config.schema import DataCfg
-
-MULTIPLE = 32  # BiRefNet's dataset.py custom_collate_fn: // 32 * 32
 
 
 @dataclass(frozen=True)
@@ -39,20 +38,3 @@ def batch_size_choices(cfg: DataCfg) -> list[Size] | SizeRange:
         return SizeRange((h0, h1), (w0, w1))
     sizes: list[Size] = [tuple(s) if isinstance(s, list) else s for s in cfg.size_list]
     return sizes or [cfg.size]
-
-
-def check_size_range(cfg: DataCfg, error: type[Exception]) -> None:
-    """Two [low, high] pairs (height, width), low <= high, low >= 32 (so that the floor to a
-    multiple of 32 stays a size), and not beside ``data.size_list``."""
-    value = cfg.size_range
-    if not value:
-        return
-    if len(value) != 2 or any(not isinstance(p, list) or len(p) != 2 for p in value):
-        raise error(f"data.size_range: [[min height, max height], [min width, max width]], "
-                    f"got {value}")
-    for i, (low, high) in enumerate(value):
-        if low > high or low < MULTIPLE:
-            raise error(f"data.size_range.{i}: [low, high] with {MULTIPLE} <= low <= high, "
-                        f"got {[low, high]}")
-    if cfg.size_list:
-        raise error("data.size_range: set it or data.size_list, not both")

@@ -58,7 +58,11 @@ def image_to_tensor(image: np.ndarray) -> tv_tensors.Image:
 
 
 def mask_to_tensor(mask: np.ndarray) -> SoftMask:
-    """uint8 (H, W) numpy -> float32 SoftMask (1, H, W) in [0, 1]."""
+    """uint8 or uint16 (a 16-bit alpha matte) (H, W) numpy -> float32 SoftMask (1, H, W) in
+    [0, 1]: the soft values kept at the file's precision."""
+    if mask.dtype == np.uint16:
+        return SoftMask(torch.from_numpy(mask.astype(np.float32) / np.float32(65535))
+                        .unsqueeze(0))
     return SoftMask(torch.from_numpy(np.ascontiguousarray(mask)).unsqueeze(0).float() / 255.0)
 
 

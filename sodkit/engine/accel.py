@@ -17,7 +17,7 @@ import shutil
 import torch
 from torch import nn
 
-from ..config import ConfigError
+from ..errors import ConfigError
 
 
 def uses_checkpointing(model: nn.Module) -> bool:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .trainer import Trainer
+    from ..config import Config
+    from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -34,22 +36,20 @@ def record_start(scalars: dict[str, dict[str, float]], run_dir: Path, tb: Any) -
     OutputFolder.at(run_dir).write_text(run_dir / FILE, json.dumps(plain, indent=2) + "\n")
 
 
-def evaluate_start(trainer: Trainer) -> dict[str, dict[str, float]] | None:
-    """Evaluate the trainer's starting model (its EMA copy when it keeps one: the same weights
-    before the first step) on every rank; the numbers on every rank (kept in checkpoints, so a
-    resumed run does not measure them again), None without test sets."""
+def evaluate_start(model: Any, loaders: list[Any], rt: Runtime, cfg: Config, run_dir: Path,
+                   tb: Any, stop: Callable[[], bool]) -> dict[str, dict[str, float]] | None:
+    """Evaluate the starting model (the trainer passes its EMA copy when it keeps one: the same
+    weights before the first step) on every rank; the numbers on every rank (kept in
+    checkpoints, so a resumed run does not measure them again), None without test sets."""
     from .evaluator import evaluate
 
-    rt, stop = trainer.runtime, trainer.stop
-    if not trainer.test_loaders:
+    if not loaders:
         logger.warning("eval.at_start: no test sets (data.test, data.val_fraction) to evaluate on")
         return None
-    model = trainer.ema.module if trainer.ema is not None else trainer.model
     rt.broadcast_buffers(model)
-    result = evaluate(model, trainer.test_loaders, rt, trainer.cfg, None,
-                      stop=lambda: stop is not None and stop.received is not None)
+    result = evaluate(model, loaders, rt, cfg, None, stop=stop)
     scalars = None
     if rt.is_main:
         scalars = result.scalars()
-        record_start(scalars, trainer.run_dir, trainer.tb)
+        record_start(scalars, run_dir, tb)
     return rt.broadcast_object(scalars)

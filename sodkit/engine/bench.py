@@ -14,7 +14,9 @@ import contextlib
 import json
 import logging
 import statistics
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -54,12 +56,25 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_memory(cfg: Config, steps: int) -> dict[str, Any]:
-    """Peak memory added by a step, bytes saved for backward, median step time (after warm-up)."""
+# a line on stderr per stage of a variant, which ``sodkit bench memory`` turns into its progress
+PROGRESS = "sodkit-bench-progress:"
+
+
+def _done(stage: str) -> None:
+    print(f"{PROGRESS} {stage}", file=sys.stderr, flush=True)
+
+
+def measure_memory(cfg: Config, steps: int, progress: Callable[[str], None] | None = None
+                   ) -> dict[str, Any]:
+    """Peak memory added by a step, bytes saved for backward, median step time (after warm-up).
+    ``progress(stage)`` is called after the network is built and after every step."""
+    progress = progress or (lambda stage: None)
     step, runtime = build_train_step(cfg)
+    progress("built")
     device = runtime.device
     batch = random_batch(cfg, device)
     step([batch])  # warm-up: optimizer state, allocator caches, kernel selection
+    progress("warm-up step")
     peaks, totals, times = [], [], []
     saved = SavedTensors(runtime.unwrap(step.model))
     for i in range(steps):
@@ -72,6 +87,7 @@ def measure_memory(cfg: Config, steps: int) -> dict[str, Any]:
             times.append(time.perf_counter() - start)
         peaks.append(peak.added_bytes)
         totals.append(peak.peak_bytes)
+        progress(f"step {i + 1}/{steps}")
     return {"peak_mb": max(peaks) / MB, "saved_mb": saved.nbytes / MB,
             "peak_total_mb": max(totals) / MB, "rank": runtime.rank,
             "step_s": statistics.median(times), "steps": steps, "device": str(device),
@@ -86,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.WARNING)
     cfg = load_config(args.config, args.overrides)
-    print(json.dumps(measure_memory(cfg, args.steps)), flush=True)
+    print(json.dumps(measure_memory(cfg, args.steps, _done)), flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ launcher's numbers, so that the choices the GPU path depends on are tested on an
 
 from __future__ import annotations
 
-from ..config import ConfigError
+from ..errors import ConfigError
 
 BACKENDS = ("auto", "nccl", "gloo")
 

@@ -29,6 +29,7 @@ from ..imageio import encode_mask
 from ..metrics import SODMetrics, scalar_metrics
 from ..outputs import OutputFolder
 from ..paths import inside
+from ..progress import Progress
 from ..visualize import SAMPLE_COLUMNS, denormalize, labelled_grid, to_rgb
 from .runtime import Runtime, eval_mode
 
@@ -185,42 +186,51 @@ def _run_dataset(
     from ..imageio import read_image_at
     from ..metrics.families import reads_images
     from ..metrics.keys import families_with
+    from ..trimap import read_trimap
     from .postprocess import postprocess_of, predict_scores  # it imports this module
 
     post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
     metrics = SODMetrics(families=families_with(cfg.eval.compute, cfg.eval.metric))
     with_images = reads_images(metrics.families)  # CCM: each GT's image, read at its size
+    trimaps = loader.dataset.trimaps if "matting" in metrics.families else None
     samples: list[tuple[str, list[np.ndarray]]] = []  # (stem, image | GT | prediction)
     want_samples = cfg.eval.num_samples if runtime.is_main else 0
     outputs = OutputFolder.at(pred_root) if pred_root is not None else None
     writer = MaskWriter(runtime, len(loader.dataset), loader.batch_size, outputs)
     batches = iter(loader)
-    for _ in range(writer.rounds):  # every rank the same rounds, shorter shards idle at the end
-        batch = next(batches, None)
-        probs = None if batch is None else predict_scores(
-            net, runtime.on_device(batch["image"]), runtime, post,
-            cfg.eval.precision, cfg.eval.tta)
-        agree_on_round(runtime, probs, batch["name"] if batch else [], cfg.eval.precision,
-                       stop=stop is not None and stop())
-        if batch is None:
-            writer.send([])
-            continue
-        files = []
-        for i, gt in enumerate(batch["gt"]):
-            pred = post.to_mask(probs[i : i + 1], gt.shape)
-            if pred_root is not None:
-                files.append((inside(pred_root, name, f"{batch['name'][i]}.png"),
-                              encode_mask(pred)))
-            index = int(batch["index"][i])
-            image = (read_image_at(loader.dataset.pairs[index].image, gt.shape)
-                     if with_images else None)
-            metrics.update(pred, gt, index=index, image=image)
-            if len(samples) < want_samples:
-                tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)
-                size = tile.shape[:2]
-                prediction = to_rgb(post.probabilities(probs[i]), size)
-                samples.append((batch["name"][i], [tile, to_rgb(gt, size), prediction]))
-        writer.send(files)
+    progress = Progress(len(loader.dataset), f"evaluating {name}", unit="image",
+                        enabled=runtime.is_main, summary=True)
+    with progress:
+        for _ in range(writer.rounds):  # every rank the same rounds; shorter shards idle
+            batch = next(batches, None)
+            probs = None if batch is None else predict_scores(
+                net, runtime.on_device(batch["image"]), runtime, post,
+                cfg.eval.precision, cfg.eval.tta)
+            agree_on_round(runtime, probs, batch["name"] if batch else [], cfg.eval.precision,
+                           stop=stop is not None and stop())
+            if batch is None:
+                writer.send([])
+                progress.update(loader.batch_size * runtime.world_size)
+                continue
+            files = []
+            for i, gt in enumerate(batch["gt"]):
+                pred = post.to_mask(probs[i : i + 1], gt.shape)
+                if pred_root is not None:
+                    files.append((inside(pred_root, name, f"{batch['name'][i]}.png"),
+                                  encode_mask(pred)))
+                index = int(batch["index"][i])
+                image = (read_image_at(loader.dataset.pairs[index].image, gt.shape)
+                         if with_images else None)
+                trimap = (None if not trimaps else
+                          read_trimap(trimaps[loader.dataset.pairs[index].stem], gt.shape))
+                metrics.update(pred, gt, index=index, image=image, trimap=trimap)
+                if len(samples) < want_samples:
+                    tile = denormalize(batch["image"][i], cfg.data.mean, cfg.data.std)
+                    size = tile.shape[:2]
+                    prediction = to_rgb(post.probabilities(probs[i]), size)
+                    samples.append((batch["name"][i], [tile, to_rgb(gt, size), prediction]))
+            writer.send(files)
+            progress.update(loader.batch_size * runtime.world_size)
     return metrics, samples
 
 

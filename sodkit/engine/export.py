@@ -17,7 +17,7 @@ import re
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -174,15 +174,17 @@ def _flush() -> None:
 def unsupported_message(error: str, opset: int) -> str:
     """One line naming the operator the exporter refused."""
     match = re.search(r"operator\s+(?:with unrecognized namespace\s+)?'?([\w:.]+)'?", error)
-    operator = match.group(1) if match else "an operator"
+    operator = match.group(1).rstrip(".") if match else "an operator"
     return f"export: the network uses {operator}, which ONNX export (opset {opset}) cannot write"
 
 
 def check_parity(model: SaliencyModel, path: Path, sizes: list[tuple[int, int]],
-                 seed: int = 0) -> list[tuple[tuple[int, int], float]]:
+                 seed: int = 0, done: Callable[[str], None] | None = None
+                 ) -> list[tuple[tuple[int, int], float]]:
     """``[(size, max |onnxruntime - PyTorch|)]`` on seeded random inputs (batch 2 when the
-    graph is dynamic, else the export's batch of 1). A graph onnxruntime cannot load or run
-    is one line naming the size and onnxruntime's reason (its own log kept off the terminal)."""
+    graph is dynamic, else the export's batch of 1); ``done(what)`` after each step. A graph
+    onnxruntime cannot load or run is one line naming the size and onnxruntime's reason (its
+    own log kept off the terminal)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -191,6 +193,8 @@ def check_parity(model: SaliencyModel, path: Path, sizes: list[tuple[int, int]],
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise UserError(_runtime_failure(path, "load", exc)) from exc
+    done = done or (lambda what: None)
+    done("onnxruntime session")
     fixed_batch = isinstance(session.get_inputs()[0].shape[0], int)
     generator = torch.Generator().manual_seed(seed)
     results = []
@@ -206,6 +210,7 @@ def check_parity(model: SaliencyModel, path: Path, sizes: list[tuple[int, int]],
             raise ValueError(f"onnxruntime returned {got.shape} for {tuple(image.shape)}, "
                              f"PyTorch {expected.shape}")
         results.append((size, float(np.abs(got - expected).max())))
+        done(f"{size[0]}x{size[1]} checked")
     return results
 
 

@@ -9,6 +9,7 @@ with formulas for the ops it misses: deformable convolution and attention on the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -17,6 +18,8 @@ import torch
 from torch import nn
 
 from ..config import Config
+
+logger = logging.getLogger(__name__)
 
 
 def parameter_counts(model: nn.Module) -> dict[str, int]:
@@ -45,7 +48,16 @@ def _counted_flops(meta_model: nn.Module, build: Callable[[], nn.Module], size: 
     try:
         return forward_flops(meta_model, size)
     except (RuntimeError, NotImplementedError):
-        return forward_flops(build(), size)
+        from ..progress import Progress
+
+        logger.info("info: this network's forward needs real values: counting its FLOPs on "
+                    "the CPU at %dx%d (a forward pass; minutes for a large network)", size, size)
+        with Progress(2, "info: FLOPs", unit="stage", summary=True) as progress:
+            model = build()
+            progress.update(postfix="network built")
+            flops = forward_flops(model, size)
+            progress.update(postfix="forward pass counted")
+        return flops
 
 
 def describe(cfg: Config) -> dict[str, Any]:

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..config.loader import ConfigError
-from ..errors import UserError
+from ..errors import ConfigError, UserError
 
 KEY = "model.init_from"
 _PREFIXES = ("module.", "_orig_mod.")  # DDP and torch.compile wrappers
 _SHOWN = 3  # names shown per kind of mismatch
+TAKES = ("model.init_from takes a sodkit checkpoint (.pt), a model file (.safetensors) or a "
+         "weights file in sodkit's tensor names (.safetensors, or a weights-only .pt)")
 
 
 def strip_prefixes(weights: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +76,7 @@ def read_source(path: Path, init_weights: str = "ema") -> dict[str, Any]:
         provenance = state.get("provenance") or {}
         return {"weights": state["model"], "config": state.get("config"), "kind": "model file",
                 "weights_of": str(provenance.get("weights", "model"))}
-    obj = read_weights_only(path, what=f"{KEY} file")
+    obj = read_weights_only(path, what=f"{KEY} file", takes=TAKES)
     if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
         weights, which = _from_checkpoint(obj, init_weights)
         kind = "checkpoint" if isinstance(obj.get("config"), dict) else "weights file"
@@ -183,14 +184,17 @@ def init_model(net: Any, cfg: Config) -> dict[str, Any] | None:
     return record
 
 
-def describe(record: dict[str, Any]) -> str:
+def describe(record: dict[str, Any], past: bool = False) -> str:
     """The record as one sentence (the log and the report, which reads it from a checkpoint of
-    any origin: every value is shown as text, whatever its type)."""
+    any origin: every value is shown as text, whatever its type); ``past``: as a resumed run
+    says what its start did."""
     which = {"ema": ", its EMA weights", "model": ", its model weights"}.get(
         str(record.get("weights")), "")
     exclude = record.get("exclude")
     under = ", ".join(map(str, exclude)) if isinstance(exclude, list) else str(exclude)
-    fresh = (f"{record.get('fresh')} tensors left at their fresh initialisation (under "
-             f"{under})" if record.get("fresh") else "nothing left at its fresh initialisation")
-    return (f"{record.get('loaded')} tensors loaded from {record.get('file')} "
+    were, was = (" were", " was") if past else ("", "")
+    fresh = (f"{record.get('fresh')} tensors{were} left at their fresh initialisation (under "
+             f"{under})" if record.get("fresh") else
+             f"nothing{was} left at its fresh initialisation")
+    return (f"{record.get('loaded')} tensors{were} loaded from {record.get('file')} "
             f"({record.get('kind')}{which}; sha256 {record.get('sha256')}); {fresh}")

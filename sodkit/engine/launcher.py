@@ -63,7 +63,7 @@ def detect_dist_env(environ: Mapping[str, str] | None = None) -> DistEnv:
 def _config_error(message: str) -> Exception:
     """A ConfigError, imported only when one is raised: the config package (YAML, the schema)
     is 0.05-0.15 s that a one-process ``sodkit eval`` never needs."""
-    from ..config import ConfigError
+    from ..errors import ConfigError
 
     return ConfigError(message)
 
@@ -100,12 +100,3 @@ def log_failure(exc: BaseException) -> None:
         logger.error("rank %d of %d (local rank %d on %s) failed: %s: %s", env.rank,
                      env.world_size, env.local_rank, socket.gethostname(),
                      type(exc).__name__, exc)
-
-
-
-
-def shard_range(length: int, rank: int, world_size: int) -> range:
-    """The contiguous slice of ``range(length)`` that ``rank`` evaluates (sizes differ by <= 1)."""
-    base, extra = divmod(length, world_size)
-    start = rank * base + min(rank, extra)
-    return range(start, start + base + (1 if rank < extra else 0))

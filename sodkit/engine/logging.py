@@ -4,6 +4,12 @@ Other ranks get a logger that only shows errors (they print nothing unless they 
 progress bar and no writer, so that a ``torchrun`` job prints one stream. The progress display
 is a tqdm bar on a terminal and plain periodic log lines otherwise (CI logs, ``nohup``,
 cluster schedulers), as users expect.
+
+Only sodkit's own loggers reach the terminal (:func:`keep_libraries_quiet`, set up by
+``sodkit.cli.main`` for every command and by ``setup_logging``): other libraries log into the
+root logger too (fontTools prints 59 INFO lines per PDF that matplotlib writes), and Python
+warnings (torch's FutureWarnings) are routed into logging and held there. A run's log file
+keeps the other libraries' warnings and errors, for the record.
 """
 
 from __future__ import annotations
@@ -14,11 +20,55 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+OWN = "sodkit"  # the logger every module's ``logging.getLogger(__name__)`` lies under
+
+
+def is_own(record: logging.LogRecord) -> bool:
+    """Whether ``record`` comes from sodkit's own code (not another library's logger, nor a
+    Python warning routed into logging)."""
+    return record.name == OWN or record.name.startswith(OWN + ".")
+
+
+def _for_the_log_file(record: logging.LogRecord) -> bool:
+    """sodkit's lines, and what other libraries warn about (for the record, not the terminal)."""
+    return is_own(record) or record.levelno >= logging.WARNING
+
+
+def _consoles() -> list[logging.Handler]:
+    """The root handlers that write to the terminal (not a file, not a test's capture)."""
+    streams = {id(s) for s in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)}
+    return [h for h in logging.getLogger().handlers
+            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+            and id(getattr(h, "stream", None)) in streams]
+
+
+def keep_libraries_quiet() -> None:
+    """No line of another library's logging, and no Python warning, reaches the terminal: the
+    console handlers pass sodkit's own records only, and warnings go into logging (where the
+    console drops them and a run's log file keeps them). Idempotent; every command runs it."""
+    logging.captureWarnings(True)
+    for console in _consoles():
+        if is_own not in console.filters:
+            console.addFilter(is_own)
+
+
+def quiet_worker_process() -> None:
+    """The same in a worker process that did not inherit the command's handlers (a fork
+    server's child): warnings into logging, and only sodkit's records on stderr."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
+    keep_libraries_quiet()
 
 
 def setup_logging(log_file: Path | None, is_main: bool) -> None:
@@ -35,6 +85,7 @@ def setup_logging(log_file: Path | None, is_main: bool) -> None:
         consoles = [logging.StreamHandler(sys.stderr)]
         consoles[0].setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(consoles[0])
+    keep_libraries_quiet()
     for console in consoles:
         if _hide_progress_lines_on_terminal not in console.filters:
             console.addFilter(_hide_progress_lines_on_terminal)
@@ -46,6 +97,7 @@ def setup_logging(log_file: Path | None, is_main: bool) -> None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         handler = _LogFile(log_file)
         handler.setFormatter(logging.Formatter(_FORMAT))
+        handler.addFilter(_for_the_log_file)
         root.addHandler(handler)
 
 
@@ -212,3 +264,55 @@ def format_metrics(values: dict[str, Any]) -> str:
     return " ".join(
         f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items()
     )
+
+
+def format_rate(per_second: float, unit: str) -> str:
+    """``12.5 images/s``, or ``21.3 s/image`` below one a second (never ``0.0 images/s``)."""
+    if per_second >= 1 or per_second <= 0:
+        return f"{per_second:.1f} {unit}s/s"
+    return f"{1 / per_second:.1f} s/{unit}"
+
+
+class CountProgress:
+    """Progress through a known number of items (``sodkit predict``'s images), on rank 0: a
+    tqdm bar with rate and ETA on a terminal (as :class:`Progress`); otherwise, for logs and
+    pipes, a log line after the first step (the first rate and ETA come early, when an image
+    takes a minute), then one every ``every_s`` seconds, and one at the end."""
+
+    def __init__(self, total: int, unit: str, enabled: bool = True, every_s: float = 5.0,
+                 log: logging.Logger | None = None) -> None:
+        self.total, self.unit, self.every_s = total, unit, every_s
+        self.log = log or logging.getLogger(__name__)
+        self.enabled, self.done, self.lines = enabled and total > 0, 0, 0
+        self.start = self.last = time.perf_counter()
+        self.bar = None
+        if self.enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit=unit, dynamic_ncols=True, leave=False)
+
+    def update(self, count: int) -> None:
+        if not self.enabled or count <= 0:
+            return
+        self.done += count
+        if self.bar is not None:
+            self.bar.update(count)
+            return
+        now = time.perf_counter()
+        if self.lines == 0 or now - self.last >= self.every_s or self.done >= self.total:
+            self.last = now
+            self._line(now)
+
+    def _line(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if self.done < self.total else 0.0
+        eta = f", ETA {format_seconds(left)}" if left else ""
+        self.lines += 1
+        self.log.info("%d/%d %ss, %s, %s elapsed%s", self.done, self.total, self.unit,
+                      format_rate(rate, self.unit), format_seconds(elapsed), eta)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -29,10 +29,14 @@ def training_position(epochs_done: int, epoch_step: int, epochs: int, step: int,
 def checkpoint_position(state: Mapping[str, Any]) -> str:
     """:func:`training_position` of a checkpoint, or ``epoch E step S`` for one that lacks the
     run's length (a checkpoint of an older sodkit, a weights-only file)."""
-    epochs = (state.get("config") or {}).get("train", {}).get("epochs")
-    steps_per_epoch = state.get("steps_per_epoch")
-    if not epochs or not steps_per_epoch or "epoch" not in state or "step" not in state:
-        parts = [f"{key} {state[key]}" for key in ("epoch", "step") if key in state]
-        return " ".join(parts) or "position unknown"
-    return training_position(int(state["epoch"]), int(state.get("epoch_step") or 0),
-                             int(epochs), int(state["step"]), int(steps_per_epoch))
+    try:
+        config = state.get("config") or {}
+        epochs = config.get("train", {}).get("epochs") if isinstance(config, Mapping) else None
+        steps_per_epoch = state.get("steps_per_epoch")
+        if not epochs or not steps_per_epoch or "epoch" not in state or "step" not in state:
+            parts = [f"{key} {state[key]}" for key in ("epoch", "step") if key in state]
+            return " ".join(parts) or "position unknown"
+        return training_position(int(state["epoch"]), int(state.get("epoch_step") or 0),
+                                 int(epochs), int(state["step"]), int(steps_per_epoch))
+    except (AttributeError, TypeError, ValueError):  # a file of any origin: not a traceback
+        return "position unknown"

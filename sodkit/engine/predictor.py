@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,13 +13,15 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from ..data.loaders import shard_range
+from ..cutout import NOUNS
 from ..errors import UserError
-from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image
+from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image, read_image_alpha
 from ..outputs import OutputFolder
 from ..paths import inside
-from ..text import plural
+from ..sharding import shard_range
+from ..text import and_list, plural
 from .evaluator import MaskWriter, agree_on_round
+from .logging import CountProgress
 from .overlap import OutputThread
 from .postprocess import Postprocess, postprocess_of, predict_scores
 from .runtime import Runtime, eval_mode
@@ -62,9 +65,13 @@ class _ImageFiles(Dataset):
         return len(self.paths)
 
     def __getitem__(self, index: int) -> dict:
-        image = read_image(self.paths[index])
+        if not self.keep_image:
+            image = read_image(self.paths[index])
+            return {"image": self.transform(image), "size": image.shape[:2], "index": index,
+                    "original": None, "alpha": None}
+        image, alpha = read_image_alpha(self.paths[index])  # a cut-out keeps the alpha
         return {"image": self.transform(image), "size": image.shape[:2], "index": index,
-                "original": image if self.keep_image else None}
+                "original": image, "alpha": alpha}
 
 
 def _collate(items: list[dict]) -> dict:
@@ -73,6 +80,7 @@ def _collate(items: list[dict]) -> dict:
         "size": [it["size"] for it in items],
         "index": [it["index"] for it in items],
         "original": [it.get("original") for it in items],
+        "alpha": [it.get("alpha") for it in items],
     }
 
 
@@ -100,19 +108,43 @@ def predict_arrays(
                 yield prob.float().cpu().numpy()
 
 
-def _encoded(batch: dict | None, probs: torch.Tensor | None, targets: list[Path],
-             post: Postprocess, rendering: Rendering | None) -> list[tuple[Path, bytes]]:
-    """One batch's files: each image's scores at its own size, as ``rendering`` (None: the
-    uint8 mask) PNG bytes (run beside the next forward pass: :mod:`sodkit.engine.overlap`)."""
+def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tensor],
+                 runtime: Runtime, size: int, tta: Sequence[str] = (),
+                 precision: str = "fp32") -> int | None:
+    """Bytes one image adds to :func:`predict_files`' and :func:`predict_arrays`' forward
+    pass at ``size`` (:func:`sodkit.engine.batch_memory.forward_memory`; None: unknown)."""
+    from .batch_memory import forward_memory
+
+    post = postprocess_of(transform)
+
+    def run(batch: torch.Tensor) -> None:
+        with eval_mode(model):
+            predict_scores(model, batch, runtime, post, precision, tta=tta)
+
+    return forward_memory(run, size, runtime.device)
+
+
+Outputs = Sequence[tuple[str, "Rendering | None"]]  # (kind, rendering; None: the uint8 mask)
+
+
+def _encoded(batch: dict | None, probs: torch.Tensor | None, targets: list[dict[str, Path]],
+             post: Postprocess, outputs: Outputs) -> list[tuple[Path, bytes]]:
+    """One batch's files: each image's scores at its own size, as each of ``outputs`` (one
+    forward pass, every kind), PNG bytes (run beside the next forward pass:
+    :mod:`sodkit.engine.overlap`)."""
     if batch is None or probs is None:
         return []
     files = []
     for i, (size, target) in enumerate(zip(batch["size"], targets, strict=True)):
-        scores = probs[i : i + 1]
-        files.append((target, encode_mask(post.to_mask(scores, tuple(size)))
-                      if rendering is None else rendering.png(
-                          post.probability_map(scores, tuple(size)).cpu().numpy(),
-                          batch["original"][i])))
+        scores, prob = probs[i : i + 1], None
+        for kind, rendering in outputs:
+            if rendering is None:
+                files.append((target[kind], encode_mask(post.to_mask(scores, tuple(size)))))
+                continue
+            if prob is None:  # once for every rendering of the image
+                prob = post.probability_map(scores, tuple(size)).cpu().numpy()
+            files.append((target[kind], rendering.png(prob, batch["original"][i],
+                                                      batch["alpha"][i])))
     return files
 
 
@@ -131,9 +163,12 @@ class ImageBatches:
         dataset, collate = _ImageFiles(self.mine, transform, keep_images), _collate
         if skip_bad:
             dataset, collate = SkipUnreadable(dataset), collate_skipping(collate)
-        loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
-                            collate_fn=collate)
-        self.iterator: Iterator[dict] | None = iter(loader)
+        with warnings.catch_warnings():  # torch's advice on the worker count: cap_workers
+            # decided the count, and said so where it lowered the user's
+            warnings.filterwarnings("ignore", "This DataLoader will create", UserWarning)
+            loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                                collate_fn=collate)
+            self.iterator: Iterator[dict] | None = iter(loader)
         self.skipped: list[tuple[int, str]] = []  # (index into mine, why): --skip-bad
 
     def next(self) -> dict | None:
@@ -158,10 +193,18 @@ def predict_files(
     rendering: Rendering | None = None,
     skip_bad: bool = False,
     images: ImageBatches | None = None,
+    *,
+    outputs: Outputs | None = None,
+    targets: Sequence[dict[str, Path]] | None = None,
+    where: str | None = None,
+    progress: bool = False,
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
 
     ``rendering`` (``--save``): what each PNG holds (:mod:`sodkit.cutout`); None: the mask.
+    ``outputs``: several kinds from one forward pass instead, ``(kind, rendering)`` each, with
+    ``targets``: each path's output file by kind (:func:`sodkit.predict_plan.resolve`), and
+    ``where`` they go, for the last line. ``progress``: a bar or log lines as it goes.
 
     Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
     ``out_dir``: the folder, or the output folder the command claimed (its rules apply).
@@ -169,34 +212,49 @@ def predict_files(
     ``images``: the batches, already decoding (:class:`ImageBatches` of the same ``paths``,
     ``batch_size`` and ``skip_bad``); None: made here from ``transform`` and ``num_workers``.
     """
-    outputs = out_dir if isinstance(out_dir, OutputFolder) else OutputFolder.at(out_dir)
-    out_dir = outputs.root if isinstance(out_dir, OutputFolder) else Path(out_dir)
+    folder = out_dir if isinstance(out_dir, OutputFolder) else OutputFolder.at(out_dir)
+    out_dir = folder.root if isinstance(out_dir, OutputFolder) else Path(out_dir)
+    if outputs is None:
+        outputs = [(rendering.mode if rendering is not None else "mask", rendering)]
+    keep = any(r is not None and r.needs_image for _, r in outputs)
     if images is None:
-        images = ImageBatches(paths, transform, runtime, batch_size, num_workers,
-                              rendering is not None and rendering.needs_image, skip_bad)
+        images = ImageBatches(paths, transform, runtime, batch_size, num_workers, keep, skip_bad)
     elif (images.paths, images.batch_size, images.skip_bad) != (paths, batch_size, skip_bad):
         raise ValueError("predict_files: images made for other paths, batch size or skip_bad")
     mine = images.mine
-    writer = MaskWriter(runtime, len(paths), batch_size, outputs)
+    first = shard_range(len(paths), runtime.rank, runtime.world_size).start
+    writer = MaskWriter(runtime, len(paths), batch_size, folder)
     post = postprocess_of(transform)  # the output side of the transform's pipeline
+    shown = CountProgress(len(paths), "image", progress and runtime.is_main, log=logger)
     written: list[Path] = []
     try:
         with eval_mode(model), OutputThread(writer, runtime) as output:
-            for _ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
+            for round_ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
                 batch = images.next()
                 probs = None if batch is None else predict_scores(
                     model, runtime.on_device(batch["image"]), runtime, post,
                     tta=tta)
                 agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
                                else [])
-                targets = [] if batch is None else [inside(out_dir, f"{mine[i].stem}.png")
-                                                    for i in batch["index"]]
-                written += targets
-                output.put(lambda b=batch, p=probs, t=targets: _encoded(b, p, t, post,
-                                                                        rendering))
+                files = [] if batch is None else [
+                    targets[first + i] if targets is not None
+                    else {outputs[0][0]: inside(out_dir, f"{mine[i].stem}.png")}
+                    for i in batch["index"]]
+                written += [path for chosen in files for path in chosen.values()]
+                output.put(lambda b=batch, p=probs, t=files: _encoded(b, p, t, post, outputs))
+                shown.update(_round_size(len(paths), runtime.world_size, batch_size, round_))
     finally:
         images.close()
+        shown.close()
     left_out = report_skipped(runtime, [(mine[i], why) for i, why in images.skipped]
                               ) if skip_bad else 0
-    logger.info("wrote %s to %s", plural(len(paths) - left_out, "mask"), out_dir)
+    done = len(paths) - left_out
+    logger.info("wrote %s to %s", and_list([plural(done, NOUNS[kind]) for kind, _ in outputs]),
+                where or out_dir)
     return written
+
+
+def _round_size(items: int, world: int, batch_size: int, round_: int) -> int:
+    """Images every rank together predicts in round ``round_`` (each rank its own shard)."""
+    sizes = [len(shard_range(items, rank, world)) for rank in range(world)]
+    return sum(min(batch_size, max(size - round_ * batch_size, 0)) for size in sizes)

@@ -24,6 +24,7 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from ..errors import EXIT_PREEMPTED, Preempted
@@ -46,6 +47,7 @@ class StopRequest:
     def __init__(self, grace_s: float = 0.0) -> None:
         self.received: str | None = None
         self.grace_s = grace_s  # runtime.stop_grace_s; 0: no deadline
+        self.training = False  # False: a stop before the first step (nothing to save)
         self._previous: dict[int, object] = {}
         self._watcher: _Deadline | None = None
 
@@ -53,9 +55,27 @@ class StopRequest:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
-            if self.grace_s > 0:
-                self._watcher = _Deadline(self.grace_s)
+            self.arm(self.grace_s)
         return self
+
+    def arm(self, grace_s: float) -> None:
+        """Set the deadline once the config is known (``sodkit train`` installs its handlers
+        before it reads the config)."""
+        self.grace_s = grace_s
+        if self._previous and self._watcher is None and grace_s > 0:
+            self._watcher = _Deadline(grace_s)
+
+    def before_training(self, any_rank: Callable[..., list[bool]] | None = None) -> None:
+        """Before training starts: end the command if a stop arrived (exit 75: nothing was
+        trained, nothing is written). ``any_rank``: the runtime's agreement over ranks, once
+        they are joined (every rank stops, or none)."""
+        stopping = self.received is not None
+        if any_rank is not None:
+            stopping = any_rank(stopping)[0]
+        if stopping:
+            raise Preempted(f"stopped by {self.received or 'a signal on another rank'} before "
+                            f"training started: nothing was trained or written; run the same "
+                            f"command again")
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
@@ -70,6 +90,10 @@ class StopRequest:
         if self.received is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.received = name
+        if not self.training:
+            logger.warning("%s received: stopping before training starts (press Ctrl-C again "
+                           "to stop at once)", name)
+            return
         logger.warning("%s received: finishing this step, then saving a checkpoint (press "
                        "Ctrl-C again to stop at once)", name)
 

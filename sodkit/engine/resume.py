@@ -36,10 +36,12 @@ def check_resume(state: dict[str, Any], cfg: Config, world_size: int,
                  steps_per_epoch: int) -> None:
     """Refuse or warn about differences between the checkpoint's run and this one."""
     saved_cfg = state.get("config") or {}
-    if not saved_cfg:
+    try:
+        saved_world = int(state.get("world_size", 1))
+        before = _settings(saved_cfg, saved_world)
+        saved_epochs = saved_cfg["train"]["epochs"]
+    except (KeyError, TypeError, ValueError):  # no config, or not one sodkit wrote
         return
-    saved_world = int(state.get("world_size", 1))
-    before = _settings(saved_cfg, saved_world)
     now = {"data.batch_size": cfg.data.batch_size, "train.accumulate": cfg.train.accumulate,
            "processes (world size)": world_size}
     changed = {k: (before[k], now[k]) for k in now if before[k] != now[k]}
@@ -56,10 +58,9 @@ def check_resume(state: dict[str, Any], cfg: Config, world_size: int,
     if changed:
         logger.warning("resuming with other settings (%s): the run goes on, but it will not "
                        "reproduce an uninterrupted run", shown)
-    if saved_cfg["train"]["epochs"] != cfg.train.epochs:
-        logger.warning("train.epochs %d -> %d: the LR schedule is recomputed for the new length, "
-                       "so the LR jumps at the resume point", saved_cfg["train"]["epochs"],
-                       cfg.train.epochs)
+    if saved_epochs != cfg.train.epochs:
+        logger.warning("train.epochs %s -> %d: the LR schedule is recomputed for the new length, "
+                       "so the LR jumps at the resume point", saved_epochs, cfg.train.epochs)
 
 
 # model.* keys that change the network's tensors (the others: weights source, checkpointing,
@@ -69,7 +70,10 @@ ARCHITECTURE_KEYS = ("name", "backbone", "decoder_channels", "out_indices", "bac
 
 def model_differences(saved_cfg: dict[str, Any], cfg: Config) -> list[str]:
     """``model.KEY A -> B`` for each architecture key the checkpoint's config sets otherwise."""
-    saved, now = saved_cfg.get("model") or {}, to_dict(cfg.model)
+    saved = saved_cfg.get("model") if isinstance(saved_cfg, dict) else None
+    if not isinstance(saved, dict):  # a file of any origin: nothing to compare, no traceback
+        return []
+    now = to_dict(cfg.model)
     return [f"model.{key} {saved[key]!r} -> {now[key]!r}" for key in ARCHITECTURE_KEYS
             if key in saved and saved[key] != now[key]]
 

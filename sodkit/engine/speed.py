@@ -37,6 +37,9 @@ from .logging import Throughput, format_seconds
 from .preemption import StopRequest
 
 logger = logging.getLogger(__name__)
+# its progress lines: shown while measure_speed quietens the trainer's own log (root at WARNING)
+_PROGRESS_LOG = logging.getLogger(__name__ + ".progress")
+_PROGRESS_LOG.setLevel(logging.INFO)
 
 
 def _rate(images: int, seconds: float) -> float:
@@ -111,8 +114,7 @@ def _say(text: str) -> None:
 
 
 def _rounds(cfg: Config, steps: int, rounds: int, folder: Path) -> dict[str, list[float]]:
-    from tqdm import tqdm
-
+    from ..progress import Progress
     from .runtime import Runtime
     from .trainer import Trainer
 
@@ -134,18 +136,18 @@ def _rounds(cfg: Config, steps: int, rounds: int, folder: Path) -> dict[str, lis
     _timed_loop(trainer, 1)  # warm-up
     rates: dict[str, list[float]] = {"loader": [], "step": [], "loop": []}
     parts = 3 * rounds + (1 if trainer.test_loaders else 0)
-    with tqdm(total=parts, desc="bench speed", unit="part", file=sys.stderr,
-              disable=None) as bar:
+    with Progress(parts, "bench speed", unit="part", log=_PROGRESS_LOG,
+                  summary=True) as bar:
         for i in range(rounds):  # interleaved, so that a neighbour's load hits all three alike
             for name, measure in (("loader", lambda: _timed_batches(loader, steps)),
                                   ("step", lambda: _timed_steps(step, batch, steps,
                                                                 runtime.device)),
                                   ("loop", lambda: _timed_loop(trainer, steps))):
-                bar.set_postfix_str(f"round {i + 1}/{rounds}: {name}")
+                bar.doing(f"round {i + 1}/{rounds}: {name}")
                 rates[name].append(measure())
                 bar.update()
         if trainer.test_loaders:
-            bar.set_postfix_str("evaluation")
+            bar.doing("evaluation")
         evaluation = _timed_eval(trainer)
         bar.update(1 if evaluation is not None else 0)
     rates["eval"] = [evaluation] if evaluation is not None else []

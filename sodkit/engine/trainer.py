@@ -25,6 +25,7 @@ from ..loss import build_criterion
 from ..module import freeze_batchnorm
 from ..network import build_network
 from ..optim import build_optimizer, build_scheduler, step_scheduler
+from ..progress import format_rate
 from ..text import plural
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
@@ -57,6 +58,7 @@ class Trainer:
         net = build_network(cfg.model, aux_outputs=cfg.loss.uses_aux)
         # model.init_from, on every rank before DDP and EMA copy the weights (a resume's own)
         self.init = None if resuming else init_model(net, cfg)
+        self.resuming = resuming  # the weights come from the run's own checkpoint
         # before DDP: the criterion may switch on outputs whose parameters DDP must then reduce
         self.criterion = build_criterion(cfg.loss, net, cfg.train.epochs).to(runtime.device)
         self.model = runtime.wrap(net)
@@ -162,8 +164,24 @@ class Trainer:
         if rt.rank < len(states):
             rt.set_rng_state(states[rt.rank])
 
+    def pending_outputs(self) -> list[Path]:
+        """The result files this run will still write (its final evaluation's, with the
+        predictions; ``results_start.json`` when ``eval.at_start`` is to run), so that a file
+        of the user's at one of these names stops the run before training, not at its end."""
+        from .at_start import FILE as START_FILE
+        from .evaluator import eval_output_paths
+
+        paths: list[Path] = []
+        if self.test_loaders and self.evaluated < self.cfg.train.epochs:
+            pred_root = self.run_dir / "predictions" if self.cfg.eval.save_predictions else None
+            paths += [p for p in eval_output_paths(self.run_dir, self.test_loaders, pred_root)
+                      if p.name != "report.html"]  # a report is rewritten or warned about
+        if self.cfg.eval.at_start and self.step == 0 and self.start_results is None:
+            paths.append(self.run_dir / START_FILE)
+        return paths
+
     # ------------------------------------------------------------------ loop
-    def fit(self) -> EvalResult | None:
+    def fit(self, stop: StopRequest | None = None) -> EvalResult | None:
         """Train the remaining steps and evaluate; the run folder ends with results, last.pt
         and report.html.
 
@@ -185,10 +203,17 @@ class Trainer:
                               purge_step=self.step + 1 if self.step else None)
         meter = Throughput(cfg.train.epochs * self.steps_per_epoch, self.step)
         try:
-            with StopRequest(cfg.runtime.stop_grace_s) as stop:
+            # the command's own handlers when it installed them first thing (sodkit train)
+            handlers = (contextlib.nullcontext(stop) if stop is not None
+                        else StopRequest(cfg.runtime.stop_grace_s))
+            with handlers as stop:
+                stop.training = True
                 self.stop = stop
                 if cfg.eval.at_start and self.step == 0 and self.start_results is None:
-                    self.start_results = evaluate_start(self)
+                    self.start_results = evaluate_start(
+                        self.ema.module if self.ema is not None else self.model,
+                        self.test_loaders, rt, cfg, self.run_dir, self.tb,
+                        lambda: stop.received is not None)
                 if self.epoch_step == 0 and self.epoch < cfg.train.epochs:
                     self._evaluate_if_due(self.epoch)  # a resumed run whose evaluation stopped
                 for epoch in range(self.epoch, cfg.train.epochs):
@@ -326,12 +351,13 @@ class Trainer:
         if "skipped" in sums:
             self.tb.scalars({"amp/skipped_steps": skipped}, self.step)
             parts += f" skipped {skipped}"
+        speed = format_rate(rate, "img")  # 4.2 s/img below 1 img/s, not 0.0 img/s
         logger.info(
-            "%s loss %.4f (%s) lr %.2e %.1f img/s eta %s", self.position(), losses["loss"],
-            parts, lr_main, rate, eta, extra={"progress": True},
+            "%s loss %.4f (%s) lr %.2e %s eta %s", self.position(), losses["loss"],
+            parts, lr_main, speed, eta, extra={"progress": True},
         )
-        return {"loss": f"{losses['loss']:.4f}", "lr": f"{lr_main:.2e}",
-                "img/s": f"{rate:.1f}", "eta": eta}
+        return {"loss": f"{losses['loss']:.4f}", "lr": f"{lr_main:.2e}", "speed": speed,
+                "eta": eta}
 
     def _log_images(self, batch: dict[str, Any], outputs: dict[str, torch.Tensor]) -> None:
         if not self.runtime.is_main:
@@ -390,8 +416,8 @@ class Trainer:
             signal = self.stop.received if self.stop is not None else None
             raise Preempted(f"stopped by {signal or 'a signal on another rank'} during {what} "
                             f"({exc}); {saved}; {resume}") from None
-        except UserError as exc:
-            raise type(exc)(f"{what} failed: {exc}. Training is not lost: {saved}; fix the "
+        except UserError as exc:  # one line, exit 2 (a WriteFailed, a DataError, ...)
+            raise UserError(f"{what} failed: {exc}. Training is not lost: {saved}; fix the "
                             f"cause, then {resume}") from None
         except Exception:
             logger.error("%s failed (below). Training is not lost: %s; %s", what, saved, resume)
@@ -422,8 +448,16 @@ class Trainer:
             self.cfg.train.accumulate, plural(self.runtime.world_size, "process"),
             self.steps_per_epoch, plural(self.cfg.train.epochs, "epoch"), sizes or "none",
         )
+        for line in getattr(self.train_loader.dataset, "targets", []):
+            logger.info("%s", line)  # binary or soft masks, and what the losses see
         lrs = ", ".join(f"{g.get('name', i)} {g['initial_lr']:.2e}"
                         for i, g in enumerate(self.optimizer.param_groups))
         logger.info("effective base LR per group (%s scaling): %s", self.cfg.optim.lr_scaling, lrs)
-        if self.init:
+        if self.resuming and (self.init or self.cfg.model.init_from):  # one line, past tense
+            started = (f" (the run started from {self.init.get('file')}: "
+                       f"{describe_init(self.init, past=True)})"
+                       if isinstance(self.init, dict) else "")
+            logger.info("model.init_from is not loaded: a resumed run continues from its own "
+                        "checkpoint%s", started)
+        elif self.init:
             logger.info("model.init_from: %s", describe_init(self.init))

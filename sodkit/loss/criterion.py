@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config.loader import ConfigError
 from ..config.ranges import Range, check_number, check_ranges
 from ..config.schema import LossCfg
+from ..errors import ConfigError
 from ..module.conv import resize_to
 from .gradient import gradient_reference_loss
 from .schedule import LossSchedule, build_schedule, scheduled_names

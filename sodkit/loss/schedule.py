@@ -14,11 +14,10 @@ the config's weights when its training is resumed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config.loader import ConfigError
+from ..config.rules import check_phase
 from ..config.schema import LossCfg, LossPhaseCfg
 
 
@@ -68,12 +67,10 @@ class LossSchedule:
                 f"{epoch}: {weights}{again}")
 
 
-def resolve_start(phase: LossPhaseCfg, epochs: int, key: str) -> int:
-    """``from_epoch`` as a 1-based epoch: -N is the last N epochs (the whole run when N is at
-    least the run's length, as the original's ``epoch > epochs - N``)."""
-    if phase.from_epoch == 0:
-        raise ConfigError(f"{key}.from_epoch: 0 is not an epoch (epochs count from 1; -N: the "
-                          f"last N epochs)")
+def resolve_start(phase: LossPhaseCfg, epochs: int) -> int:
+    """``from_epoch`` (never 0: :func:`sodkit.config.rules.check_phase`) as a 1-based epoch: -N
+    is the last N epochs (the whole run when N is at least the run's length, as the original's
+    ``epoch > epochs - N``)."""
     if phase.from_epoch < 0:
         return max(epochs + phase.from_epoch + 1, 1)
     return phase.from_epoch
@@ -91,25 +88,7 @@ def build_schedule(cfg: LossCfg, base: Mapping[str, float], epochs: int) -> Loss
         return None
     phases = []
     for i, entry in enumerate(cfg.schedule):
-        key = f"loss.schedule.{i}"
-        for part in ("terms", "scale"):
-            for name, value in getattr(entry, part).items():
-                _check_entry(f"{key}.{part}.{name}", name, value, base)
-        if not entry.terms and not entry.scale:
-            raise ConfigError(f"{key}: give terms (weights) or scale (factors), or remove it")
-        phases.append(Phase(i, resolve_start(entry, epochs, key), dict(entry.terms),
+        check_phase(entry, f"loss.schedule.{i}", base)  # checked at load too: a LossCfg of code
+        phases.append(Phase(i, resolve_start(entry, epochs), dict(entry.terms),
                             dict(entry.scale), entry.per_epoch))
     return LossSchedule(base, phases)
-
-
-def check_schedule(cfg: LossCfg, epochs: int) -> None:
-    """``loss.schedule`` against ``loss.terms``'s names, at config load (before any work)."""
-    build_schedule(cfg, {name: 0.0 for name in cfg.terms}, epochs)
-
-
-def _check_entry(key: str, name: str, value: float, base: Mapping[str, float]) -> None:
-    if name not in base:
-        raise ConfigError(f"{key}: {name!r} is not a term of loss.terms (terms: "
-                          f"{', '.join(base) or 'none'}); add it there (weight 0 until then)")
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{key}: {value!r} must be a finite number >= 0")

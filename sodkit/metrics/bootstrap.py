@@ -13,10 +13,22 @@ re-evaluations.
 - Interval: the percentile bootstrap, ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of
   the resampled values (default 95%, 1,000 resamples, seed 0: the same numbers on every run).
 - Paired comparison with a baseline: every method is resampled with the *same* weights (the
-  same images drawn), the difference ``method - baseline`` is taken per resample; its interval,
-  and the two-sided p-value ``min(1, 2 (1 + min(#{d <= 0}, #{d >= 0})) / (B + 1))``, say whether
-  the difference is distinguishable from 0 on these images. It speaks of the images sampled,
-  not of other datasets.
+  same images drawn), the difference ``method - baseline`` is taken per resample; its interval
+  and a two-sided p-value say whether the difference is distinguishable from 0 on these images.
+  The p-value is read off the same quantiles as the interval (:func:`p_values`): the smallest
+  ``1 - level`` whose percentile interval still holds 0, i.e. twice the share of the resampled
+  differences beyond 0 on the far side, at least ``2 / (B + 1)``. So the interval excludes 0 if
+  and only if ``p < 1 - level`` (``*`` and ``p < 0.05`` always agree; a count with a ``+ 1``
+  correction disagreed near the edge: ``[-0.0629, -0.0002]`` beside p = 0.0519). It speaks of
+  the images sampled, not of other datasets.
+- Size: fewer than :data:`MIN_SAMPLES` images (groups) are refused: a resample of a few images
+  is nearly always the same few, the percentile interval is too narrow (a simulation of means
+  covered the truth 50% of the time at 2 images, 70-80% at 3-5, 85-93% at 10, 90-96% from 30,
+  instead of 95%), and one image gives a zero-width interval with p = 2 / (B + 1). Memory is
+  bounded by the request, not by luck: the weights and averaged rows are made in chunks of
+  :data:`CHUNK` values, whatever the image and column counts, and the resampled values kept for
+  the intervals (resamples x keys, of one method and the baseline at a time) must fit
+  :data:`MAX_KEPT_BYTES`.
 
 A family's summary must be a function of its rows' column means (every family's is: column
 means, or max / mean of an averaged curve); it is called on the averaged row of each resample.
@@ -24,7 +36,7 @@ means, or max / mean of an averaged curve); it is called on the averaged row of 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +49,20 @@ from .results import METRIC_KEYS, _Counts, summarize
 
 RESAMPLES = 1000
 LEVEL = 0.95
-CHUNK = 1 << 22  # resampled weights per matrix product (32 MB of float64)
+CHUNK = 1 << 22  # values of one resampled block: weights or averaged rows (32 MB of float64)
+MIN_SAMPLES = 10  # images (or groups) a bootstrap needs; see the module docstring
+MAX_KEPT_BYTES = 1 << 30  # resampled values held at once: a method's and the baseline's
+
+
+def key_count(families: Iterable[str]) -> int:
+    """How many result keys a bootstrap of records with these families resamples."""
+    return len(METRIC_KEYS) + sum(len(FAMILIES[name].keys) for name in families)
+
+
+def kept_bytes(resamples: int, methods: int, keys: int) -> int:
+    """Bytes of the resampled values a bootstrap holds at once (float64): one method's and,
+    with a baseline (two methods or more), the baseline's."""
+    return 8 * resamples * min(methods, 2) * keys
 
 
 @dataclass
@@ -126,14 +151,16 @@ class Columns:
         """(B, K) metric values of B weightings of the images ((B, N) counts, each summing to
         N; a row of ones is the data set itself)."""
         total = weights.sum(axis=1, keepdims=True)
-        return self.reduce(weights @ self.matrix / total)
+        return self.reduce((weights / total) @ self.matrix)  # divided on the smaller side
 
 
-def resample_weights(images: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
+def resample_weights(images: int, resamples: int, seed: int, width: int = 0
+                     ) -> Iterator[np.ndarray]:
     """(b, N) float64 multinomial counts of ``resamples`` bootstrap draws of N images, in chunks
-    that bound memory; the same seed gives the same draws (for every method alike)."""
+    of at most :data:`CHUNK` values, also of the (b, ``width``) rows they are applied to; the
+    same seed gives the same draws (for every method alike, in chunks of any size)."""
     rng = np.random.default_rng(seed)
-    step = max(1, min(resamples, CHUNK // max(images, 1)))
+    step = max(1, min(resamples, CHUNK // max(images, width, 1)))
     for first in range(0, resamples, step):
         count = min(step, resamples - first)
         drawn = rng.integers(0, images, size=(count, images))
@@ -143,19 +170,30 @@ def resample_weights(images: int, resamples: int, seed: int) -> Iterator[np.ndar
 
 
 def resampled_values(records: Records, resamples: int = RESAMPLES, seed: int = 0,
-                     groups: np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
+                     groups: np.ndarray | None = None,
+                     done: Callable[[int], None] | None = None) -> tuple[list[str], np.ndarray]:
     """The result keys and their (resamples, K) bootstrap values for one method's records;
-    with ``groups`` (a label per record, in dataset-index order), groups are resampled."""
+    with ``groups`` (a label per record, in dataset-index order), groups are resampled.
+    ``done(count)`` is told of each chunk of resamples (a progress display)."""
     columns = Columns.of(records)
     if groups is not None:
         columns = columns.grouped(groups)
-    count = len(columns.matrix)
-    values = [columns.values(w) for w in resample_weights(count, resamples, seed)]
-    return columns.names(), np.concatenate(values)
+    count, width = columns.matrix.shape
+    values = np.empty((resamples, len(columns.names())))
+    first = 0
+    for weights in resample_weights(count, resamples, seed, width):
+        values[first:first + len(weights)] = columns.values(weights)
+        first += len(weights)
+        if done is not None:
+            done(len(weights))
+    return columns.names(), values
 
 
 def _interval(values: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    low, high = np.quantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    """Per column, the percentile interval (one column at a time: no copy of the whole)."""
+    bounds = [np.quantile(values[:, k], [(1 - level) / 2, (1 + level) / 2])
+              for k in range(values.shape[1])]
+    low, high = np.array(bounds).reshape(-1, 2).T
     return low, high
 
 
@@ -166,7 +204,8 @@ def _plain(value: float) -> float | None:
 def bootstrap(records: Mapping[str, Records], resamples: int = RESAMPLES, seed: int = 0,
               level: float = LEVEL, baseline: str | None = None,
               groups: np.ndarray | None = None,
-              points: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+              points: Mapping[str, Mapping[str, Any]] | None = None,
+              done: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Intervals of every method's metrics on one data set, and paired comparisons with
     ``baseline`` (a key of ``records``): a JSON-ready dict (NaN and infinities as None).
 
@@ -174,9 +213,12 @@ def bootstrap(records: Mapping[str, Records], resamples: int = RESAMPLES, seed: 
     ``groups``: each image's group (dataset-index order) when the dataset's numbers are
     averages over groups; the groups are then what is resampled (a cluster bootstrap), and
     ``points`` gives each method's numbers (default: ``summarize`` of its records).
+    ``done(count)`` is told of each chunk of resamples, method after method (a progress
+    display). One method's resampled values are held at a time, beside the baseline's.
 
     Raises:
-        ValueError: no images, methods on different images, or an unknown baseline.
+        ValueError: fewer than :data:`MIN_SAMPLES` images (groups), methods on different images,
+            an unknown baseline, or more resampled values than :data:`MAX_KEPT_BYTES`.
     """
     methods = list(records)
     index = records[methods[0]].sorted().index
@@ -184,25 +226,36 @@ def bootstrap(records: Mapping[str, Records], resamples: int = RESAMPLES, seed: 
         raise ValueError("a paired bootstrap needs every method measured on the same images")
     if baseline is not None and baseline not in records:
         raise ValueError(f"baseline {baseline!r} is none of the methods {', '.join(methods)}")
-    drawn = {m: resampled_values(records[m], resamples, seed, groups) for m in methods}
+    samples = len(index) if groups is None else len(set(np.asarray(groups).tolist()))
+    if samples < MIN_SAMPLES:
+        raise ValueError(f"a bootstrap needs at least {MIN_SAMPLES} images or groups, got "
+                         f"{samples}")
+    keys = key_count(records[methods[0]].extra)
+    if kept_bytes(resamples, len(methods), keys) > MAX_KEPT_BYTES:
+        raise ValueError(f"{resamples} resamples x {keys} keys exceed "
+                         f"{MAX_KEPT_BYTES >> 20} MiB of resampled values")
     over = "images" if groups is None else "groups"
     out: dict[str, Any] = {"images": len(index), "resamples": resamples, "seed": seed,
                            "level": level, "method": f"percentile bootstrap over {over}",
                            "intervals": {}, "baseline": baseline, "comparisons": {}}
     if groups is not None:
-        out["groups"] = len(set(np.asarray(groups).tolist()))
+        out["groups"] = samples
     points = points or {m: summarize(records[m]) for m in methods}
-    for method, (keys, values) in drawn.items():
+    order = [baseline] * (baseline is not None) + [m for m in methods if m != baseline]
+    base = None
+    for method in order:
+        names, values = resampled_values(records[method], resamples, seed, groups, done)
         low, high = _interval(values, level)
         out["intervals"][method] = {
             key: {"value": _plain(points[method][key]), "low": _plain(lo), "high": _plain(hi)}
-            for key, lo, hi in zip(keys, low, high, strict=True)}
-    if baseline is not None:
-        keys, base = drawn[baseline]
-        for method in methods:
-            if method != baseline:
-                out["comparisons"][method] = _compare(
-                    keys, drawn[method][1] - base, points[method], points[baseline], level)
+            for key, lo, hi in zip(names, low, high, strict=True)}
+        if method == baseline:
+            base = values
+        elif base is not None:
+            values -= base  # in place: no second copy
+            out["comparisons"][method] = _compare(names, values, points[method],
+                                                  points[baseline], level)
+    out["intervals"] = {m: out["intervals"][m] for m in methods}  # the methods' order
     return out
 
 
@@ -211,14 +264,44 @@ def _compare(keys: list[str], differences: np.ndarray, ours: Mapping[str, Any],
     """Per key: the observed difference, its interval, the p-value and whether the interval
     excludes 0."""
     low, high = _interval(differences, level)
-    below = (differences <= 0).sum(axis=0)
-    above = (differences >= 0).sum(axis=0)
-    count = len(differences)
-    p = np.minimum(1.0, 2 * (1 + np.minimum(below, above)) / (count + 1))
+    p = p_values(differences)
     result = {}
     for k, key in enumerate(keys):
         finite = np.isfinite(low[k]) and np.isfinite(high[k])
+        excludes = bool(finite and (low[k] > 0 or high[k] < 0))
+        if finite and excludes != (p[k] < 1 - level):  # only at the edge, by rounding
+            p[k] = np.nextafter(1 - level, 0) if excludes else 1 - level
         result[key] = {"difference": _plain(ours[key] - theirs[key]), "low": _plain(low[k]),
                        "high": _plain(high[k]), "p": float(p[k]) if finite else None,
-                       "excludes_zero": bool(finite and (low[k] > 0 or high[k] < 0))}
+                       "excludes_zero": excludes}
     return result
+
+
+def p_values(differences: np.ndarray) -> np.ndarray:
+    """Per column of (B, K) resampled differences, the two-sided p-value of the percentile
+    interval: the smallest ``alpha`` for which the interval between the ``alpha / 2`` and
+    ``1 - alpha / 2`` quantiles (``np.quantile``'s linear interpolation, as the interval's)
+    holds 0, at least ``2 / (B + 1)``. With ``A`` the share of the quantile function below 0
+    and ``C`` where it rises above 0, that is ``min(1, 2 (1 - A), 2 C)``; so the interval of any
+    level excludes 0 exactly when ``p < 1 - level``. NaN where a column is not finite."""
+    count = len(differences)
+    out = np.full(differences.shape[1], np.nan)
+    for k in range(differences.shape[1]):
+        column = np.sort(differences[:, k])  # one column at a time: no copy of the whole
+        if count < 2 or not np.isfinite(column).all():
+            continue
+        below = _crossing(column, int(np.searchsorted(column, 0.0, "left")))
+        above = _crossing(column, int(np.searchsorted(column, 0.0, "right")))
+        out[k] = max(min(1.0, 2 * (1 - below), 2 * above), 2 / (count + 1))
+    return out
+
+
+def _crossing(column: np.ndarray, split: int) -> float:
+    """Where (as a probability) the interpolated quantile function of the sorted ``column``
+    passes 0 between its values ``split - 1`` and ``split``."""
+    if split == 0:
+        return 0.0
+    if split == len(column):
+        return 1.0
+    low, high = column[split - 1], column[split]
+    return (split - 1 + (-low) / (high - low)) / (len(column) - 1)

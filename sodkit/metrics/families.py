@@ -29,10 +29,12 @@ class MissingPackage(UserError, ValueError):
 class Pair:
     """One uint8 (prediction, GT) pair and the derived maps several families share."""
 
-    def __init__(self, pred: np.ndarray, gt: np.ndarray, image: np.ndarray | None = None) -> None:
+    def __init__(self, pred: np.ndarray, gt: np.ndarray, image: np.ndarray | None = None,
+                 trimap: np.ndarray | None = None) -> None:
         self.pred = pred
         self.gt = gt
         self.image = image  # RGB uint8 (H, W, 3), for the families that read it
+        self.trimap = trimap  # uint8 0 / 128 / 255 (H, W), for the matting family
 
     @cached_property
     def fg(self) -> np.ndarray:
@@ -130,6 +132,7 @@ def _size_invariance(pair: Pair) -> np.ndarray:
 
 
 SI_KEYS = ("siMAE", "simaxFm", "simeanFm", "siadpFm")
+MATTING_KEYS = ("SAD", "MattingMSE", "MAD", "Grad", "Conn")  # metrics/matting.py KEYS
 
 
 def _msiou(pair: Pair) -> np.ndarray:
@@ -177,6 +180,12 @@ def _ccm(pair: Pair) -> np.ndarray:
     return np.array([camouflage_context_measure(pair.norm, pair.fg, pair.image)])
 
 
+def _matting(pair: Pair) -> np.ndarray:
+    from .matting import matting_errors
+
+    return matting_errors(pair.pred, pair.gt, pair.trimap)
+
+
 def _registry() -> dict[str, Family]:
     families = [
         Family("MSE", ("MSE",), 1, _mse, column_means("MSE"),
@@ -199,6 +208,9 @@ def _registry() -> dict[str, Family]:
         Family("CCM", ("CCM",), 1, _ccm, column_means("CCM"),
                "PySODMetrics CamouflageContextMeasure", needs=("skimage", "sklearn"),
                reads_image=True),
+        Family("matting", MATTING_KEYS, 5, _matting, column_means(*MATTING_KEYS),
+               "mmagic 1.2.0 SAD, MattingMSE, GradientError, ConnectivityError (Adobe's Deep "
+               "Image Matting evaluate.m); MAD: P3M-10k's", lower_is_better=MATTING_KEYS),
     ]
     return {family.name: family for family in families}
 
@@ -213,10 +225,11 @@ def family_keys(names: Iterable[str] | None = None) -> tuple[str, ...]:
                  for key in family.keys)
 
 
-def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
+def resolve(names: Iterable[str] | str | None, images: bool = False) -> tuple[str, ...]:
     """Family names in registry order from a selection: names (case-insensitive), ``"all"``
-    (every family computed from the masks alone; CCM, which reads the images, is added by
-    name), or a comma-separated text of either; None or empty: none.
+    (every family computed from the masks alone, and with ``images`` (the images are given:
+    ``eval --images``) those that read them too, CCM; without, CCM is added by name), or a
+    comma-separated text of either; None or empty: none.
 
     Raises:
         ValueError: naming an unknown family and the known ones.
@@ -228,7 +241,7 @@ def resolve(names: Iterable[str] | str | None) -> tuple[str, ...]:
     wanted = [name.strip() for name in names if name.strip()]
     if any(name.lower() == "all" for name in wanted):  # those of the masks alone: CCM is named
         wanted = [n for n in wanted if n.lower() != "all"] + [
-            name for name, family in FAMILIES.items() if not family.reads_image]
+            name for name, family in FAMILIES.items() if images or not family.reads_image]
     by_lower = {name.lower(): name for name in FAMILIES}
     unknown = [name for name in wanted if name.lower() not in by_lower]
     if unknown:
@@ -247,9 +260,11 @@ def _check_installed(family: Family) -> None:
     names = {"skimage": "scikit-image", "sklearn": "scikit-learn"}
     missing = [names.get(m, m) for m in family.needs if importlib.util.find_spec(m) is None]
     if missing:
+        from ..extras import install_hint
+
         raise MissingPackage(f"metric family {family.name} needs {' and '.join(missing)}, "
                              f"which {'is' if len(missing) == 1 else 'are'} not installed: "
-                             f"pip install 'sodkit[metrics]'")
+                             f"{install_hint('metrics')}")
 
 
 def reads_images(names: Iterable[str]) -> bool:
@@ -258,15 +273,18 @@ def reads_images(names: Iterable[str]) -> bool:
 
 
 def measure_families(names: Sequence[str], pairs: Iterable[tuple[np.ndarray, np.ndarray]],
-                     count: int, images: Sequence[np.ndarray | None] | None = None
+                     count: int, images: Sequence[np.ndarray | None] | None = None,
+                     trimaps: Sequence[np.ndarray | None] | None = None
                      ) -> dict[str, np.ndarray]:
     """Each named family's (count, width) rows for ``count`` uint8 (pred, gt) pairs (and
-    their RGB images, for the families that read them)."""
+    their RGB images, for the families that read them; their trimaps, for the matting family:
+    None measures the whole image)."""
     rows = {name: np.empty((count, FAMILIES[name].width)) for name in names}
     if not names:
         return rows
     for i, (pred, gt) in enumerate(pairs):
-        pair = Pair(np.asarray(pred), np.asarray(gt), None if images is None else images[i])
+        pair = Pair(np.asarray(pred), np.asarray(gt), None if images is None else images[i],
+                    None if trimaps is None else trimaps[i])
         for name in names:
             rows[name][i] = FAMILIES[name].measure(pair)
     return rows

@@ -69,6 +69,22 @@ def _images(image: np.ndarray | Sequence[np.ndarray] | None,
     return images
 
 
+def _trimaps(trimap: np.ndarray | Sequence[np.ndarray | None] | None,
+             shape: tuple[int, ...]) -> list[np.ndarray | None]:
+    """The batch's trimaps as a list (None: that image's whole area), checked against the GT."""
+    if trimap is None or (isinstance(trimap, np.ndarray) and trimap.ndim == 2):
+        trimaps = [trimap] * shape[0] if trimap is None else [trimap]
+    else:
+        trimaps = list(trimap)
+    if len(trimaps) != shape[0]:
+        raise ValueError(f"{len(trimaps)} trimaps for {shape[0]} pairs")
+    for one in trimaps:
+        if one is not None and (one.shape != tuple(shape[1:]) or one.dtype != np.uint8):
+            raise ValueError(f"trimap {one.shape} {one.dtype}: the matting metrics need uint8 "
+                             f"trimaps of the GT's size {tuple(shape[1:])}")
+    return trimaps
+
+
 class SODMetrics:
     """Every standard SOD metric, equal to PySODMetrics 1.6 (MAE, S, E, wF, F, FmeasureV2).
 
@@ -78,7 +94,9 @@ class SODMetrics:
         >>> result = m.compute()          # {"MAE": ..., "maxFm": ..., "fm_curve": array, ...}
 
     Args:
-        chunk_pixels: buffered pixels of one image size that trigger a batched measurement.
+        chunk_pixels: buffered pixels of one image size that trigger a batched measurement;
+            buffered pixels of all sizes together never exceed it much either (a dataset of
+            many sizes held every image until the end: images x pixels x methods).
         threads: threads measuring the weighted F-measure (default: up to 2); results do not
             depend on it.
         families: optional metric families to compute as well (``sodkit.metrics.families``:
@@ -93,7 +111,9 @@ class SODMetrics:
         self._parts: list[Records] = []
         self._pending: dict[tuple[Any, ...], list[tuple[Batch, Batch, list[int]]]] = {}
         self._pending_count = 0
+        self._pending_pixels = 0  # of every size: what the buffers hold, bounded by chunk_pixels
         self._images: dict[tuple[Any, ...], list[np.ndarray]] = {}  # for CCM, as _pending
+        self._trimaps: dict[tuple[Any, ...], list[np.ndarray | None]] = {}  # for matting
         self._next_index = 0
         self._queue: WeightedFQueue | None = None  # while images are being measured
         self._per_image: tuple[Records, dict[str, np.ndarray]] | None = None  # of compute()
@@ -107,6 +127,7 @@ class SODMetrics:
         gt: np.ndarray | torch.Tensor,
         index: int | Sequence[int] | None = None,
         image: np.ndarray | Sequence[np.ndarray] | None = None,
+        trimap: np.ndarray | Sequence[np.ndarray | None] | None = None,
     ) -> None:
         """Add one pair (H, W) or a batch (B, H, W) of uint8 prediction and GT.
 
@@ -114,7 +135,9 @@ class SODMetrics:
         a PNG would be saved). ``index`` gives the images' dataset indices, which fix the order of
         aggregation so that merged shards give exactly the single-pass numbers; without it,
         indices continue from the largest one seen. ``image``: the RGB uint8 image(s) (H, W, 3)
-        at the GT's size, needed (only) by the families that read them (CCM).
+        at the GT's size, needed (only) by the families that read them (CCM). ``trimap``: uint8
+        trimap(s) (0 / 128 / 255) at the GT's size, read by the matting family (its metrics
+        are then over the unknown region; None: the whole image).
         """
         pred_b = as_uint8_batch(pred, "pred")
         gt_b = as_uint8_batch(gt, "gt")
@@ -129,11 +152,17 @@ class SODMetrics:
         key = (tuple(pred_b.shape[1:]), device)
         if reads_images(self.families):
             self._images.setdefault(key, []).extend(_images(image, tuple(pred_b.shape)))
+        if "matting" in self.families:
+            self._trimaps.setdefault(key, []).extend(_trimaps(trimap, tuple(pred_b.shape)))
         self._pending.setdefault(key, []).append((pred_b, gt_b, indices))
         self._pending_count += len(pred_b)
+        self._pending_pixels += len(pred_b) * pred_b.shape[1] * pred_b.shape[2]
         buffered = sum(len(entry[2]) for entry in self._pending[key])
         if buffered * pred_b.shape[1] * pred_b.shape[2] >= self.chunk_pixels:
             self._measure(key)
+        elif self._pending_pixels >= self.chunk_pixels:  # images of many sizes: every buffer
+            for other in list(self._pending):
+                self._measure(other)
 
     def _measure(self, key: tuple[Any, ...]) -> None:
         """Measure the buffered images of one size: their weighted F-measures are queued for
@@ -151,7 +180,9 @@ class SODMetrics:
         gts = _batch([entry[1] for entry in entries])
         indices = np.array([i for entry in entries for i in entry[2]], dtype=np.int64)
         images = self._images.pop(key, None)
+        trimaps = self._trimaps.pop(key, None)
         self._pending_count -= len(indices)
+        self._pending_pixels -= len(indices) * key[0][0] * key[0][1]
         height, width = key[0]
         step = max(1, self.chunk_pixels // (height * width))
         for start in range(0, len(preds), step):
@@ -162,7 +193,8 @@ class SODMetrics:
             if self.families:
                 records.extra = measure_families(
                     self.families, _pairs(preds[chunk], gts[chunk]), len(records),
-                    None if images is None else images[chunk])
+                    None if images is None else images[chunk],
+                    None if trimaps is None else trimaps[chunk])
             self._parts.append(records)
         self._queue.drain()
 

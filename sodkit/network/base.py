@@ -32,9 +32,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from ..backbone.stem import STEM
-from ..config.loader import ConfigError
 from ..config.ranges import check_ranges
 from ..config.schema import ModelCfg
+from ..errors import ConfigError
 from ..module import checkpoint_segment, resize_to
 from ..registry import Registry
 
@@ -55,6 +55,9 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True, initialise: bool = Tr
     if cfg.name not in NETWORKS:
         raise ConfigError(f"model.name: {NETWORKS.unknown_message(cfg.name)}")
     check_ranges(cfg, "model.", ConfigError)  # a ModelCfg built in code, not loaded
+    from .size import check_network_size
+
+    check_network_size(cfg, NETWORKS.get(cfg.name))  # before it allocates anything
     if initialise:
         net = NETWORKS.get(cfg.name)(cfg)
     else:

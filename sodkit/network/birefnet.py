@@ -39,8 +39,8 @@ from torch import Tensor, nn
 from ..backbone import Backbone
 from ..backbone.levels import STRIDES_4_TO_32
 from ..backbone.swin_windows import is_swin, pad_windows_first
-from ..config.loader import ConfigError
 from ..config.schema import BiRefNetCfg, ModelCfg
+from ..errors import ConfigError
 from ..module.birefnet_blocks import (
     DecoderBlock,
     GradientReference,

@@ -19,7 +19,16 @@ folder (which is not marked: it stays the user's). Light imports only (no torch,
 """
 
 from .folder import KINDS, MARKER, RECORD, WORKING, OutputFolder, Record, is_owned, kind_of
-from .rules import check_claim, claim, removal_problem, single_file, write_single
+from .rules import (
+    check_claim,
+    check_removable,
+    claim,
+    removal_problem,
+    remove_run_folder,
+    single_file,
+    write_single,
+)
 
 __all__ = ["KINDS", "MARKER", "RECORD", "WORKING", "OutputFolder", "Record", "check_claim",
-           "claim", "is_owned", "kind_of", "removal_problem", "single_file", "write_single"]
+           "check_removable", "claim", "is_owned", "kind_of", "removal_problem",
+           "remove_run_folder", "single_file", "write_single"]

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from .. import __version__
 from ..atomic import TEMP_PREFIX, atomic_target
 from ..errors import UserError
+from ..version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -91,51 +91,96 @@ def _replace(path: Path, write: Callable[[Path], None]) -> None:
 
 
 class Record:
-    """The ``.sodkit-files`` of one folder: path (relative, ``/``-separated) -> sha256."""
+    """The ``.sodkit-files`` of one folder: path (relative, ``/``-separated) -> sha256.
+
+    A line is appended before the file it records is renamed into place, and taken back if
+    the rename or the append fails (:meth:`OutputFolder.write_with`): a write and its record
+    succeed or fail together, so a full disk never leaves a file of sodkit's that its record
+    does not prove. A file holding any content recorded for its path is proven (a process
+    killed between the append and the rename leaves the earlier content, recorded before).
+    """
+
+    KEPT = 2  # digests per path kept when the record is compacted
 
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / RECORD
-        self._hashes: dict[str, str] | None = None
+        self._known: dict[str, list[str]] | None = None
 
     def exists(self) -> bool:
         return self.path.is_file()
 
-    def hashes(self) -> dict[str, str]:
-        if self._hashes is None:
-            self._hashes = {}
+    def _digests(self) -> dict[str, list[str]]:
+        if self._known is None:
+            self._known = {}
             with contextlib.suppress(FileNotFoundError), open(self.path, encoding="utf-8",
                                                               errors="replace") as handle:
                 for line in handle:
-                    with contextlib.suppress(ValueError, TypeError):  # a torn last line
+                    with contextlib.suppress(ValueError, TypeError):  # a torn line
                         rel, digest = json.loads(line)
-                        self._hashes[str(rel)] = str(digest)
-        return self._hashes
+                        known = self._known.setdefault(str(rel), [])
+                        if str(digest) in known:
+                            known.remove(str(digest))
+                        known.append(str(digest))
+        return self._known
 
-    def add(self, rel: str, digest: str) -> None:
-        self.hashes()[rel] = digest
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps([rel, digest]) + "\n")
+    def hashes(self) -> dict[str, str]:
+        """Each path's last recorded digest."""
+        return {rel: known[-1] for rel, known in self._digests().items() if known}
+
+    def add(self, rel: str, digest: str) -> int:
+        """Append ``rel``'s digest; returns the record's size before, for :meth:`undo`. A
+        failed append (a full disk) leaves the record as it was and raises the OSError."""
+        line = (json.dumps([rel, digest]) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":  # a line torn by a kill
+                line = b"\n" + line
+            try:
+                while line:  # a short write (a file size limit) meets its error on the next
+                    line = line[os.write(fd, line):]
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)
+        known = self._digests().setdefault(rel, [])
+        if digest in known:
+            known.remove(digest)
+        known.append(digest)
+        return size
+
+    def undo(self, size: int) -> None:
+        """Take back what :meth:`add` appended (the file it recorded was not written)."""
+        with contextlib.suppress(OSError):
+            os.truncate(self.path, size)
+        self._known = None
 
     def compact(self) -> None:
-        """Rewrite the record with one line per file once rewrites have tripled it."""
+        """Rewrite the record with one line per file (its last :data:`KEPT` digests) once
+        rewrites have tripled it."""
         if not self.exists():
             return
         with open(self.path, "rb") as handle:
             lines = sum(1 for _ in handle)
-        if lines > 3 * len(self.hashes()) + 100:
-            text = "".join(json.dumps([r, d]) + "\n" for r, d in self.hashes().items())
+        known = self._digests()
+        if lines > 3 * self.KEPT * len(known) + 100:
+            text = "".join(json.dumps([rel, digest]) + "\n" for rel, digests in known.items()
+                           for digest in digests[-self.KEPT:])
             _replace(self.path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+            self._known = None
 
     def start(self) -> None:
         """Create the record empty (a folder made by a sodkit that records its files)."""
         self.path.touch()
-        self._hashes = {}
+        self._known = {}
 
     def proves(self, rel: str, path: Path) -> bool:
-        """Whether ``path`` holds what sodkit last wrote under ``rel``."""
-        digest = self.hashes().get(rel)
-        return digest is not None and path.is_file() and not path.is_symlink() \
-            and sha256_file(path) == digest
+        """Whether ``path`` holds content sodkit wrote under ``rel`` (and nobody changed)."""
+        known = self._digests().get(rel)
+        return bool(known) and path.is_file() and not path.is_symlink() \
+            and sha256_file(path) in known
 
 
 class OutputFolder:
@@ -150,6 +195,7 @@ class OutputFolder:
         self.root = absolute(Path(root))
         self.kind = kind  # None: not a marked folder
         self.force = force
+        self.flag: str | None = "--force"  # the command's option to replace a file (messages)
         self.record = Record(self.root) if record else None
 
     @classmethod
@@ -176,12 +222,12 @@ class OutputFolder:
             return f"{path} is a folder"
         if not (path.exists() or path.is_symlink()) or self.force:
             return None
-        if self.record is not None and (self.record.proves(self.rel(path), path) or (
-                self.kind and not self.record.exists())):  # an earlier sodkit's: claim adopts
+        if self.record is not None and self.record.proves(self.rel(path), path):
             return None
         written = f" by sodkit {self.kind}" if self.kind else " by sodkit"
-        return (f"{path} exists and was not written{written}, or was changed since (edited by "
-                f"hand, say); move it away, choose another name, or pass --force to replace it")
+        force = f", or pass {self.flag} to replace it" if self.flag else ""
+        return (f"{path} exists and was not written{written} (no record of it), or was changed "
+                f"since (edited by hand, say); move it away, choose another name{force}")
 
     def check(self, paths: Iterable[Path]) -> None:
         """Before any work: every one of ``paths`` may be written (see :meth:`problem`)."""
@@ -198,15 +244,16 @@ class OutputFolder:
         rel = self.rel(path)
         self.check([path])
         path.parent.mkdir(parents=True, exist_ok=True)
-        digests = [digest]
-
-        def hashed(tmp: Path) -> None:
-            write(tmp)
-            digests.append(digest or sha256_file(tmp))
-
-        _replace(path, hashed)
-        if self.record is not None:
-            self.record.add(rel, digests[-1])
+        mark = None
+        try:
+            with atomic_target(path) as tmp:
+                write(tmp)
+                if self.record is not None:  # before the rename: both happen, or neither
+                    mark = self.record.add(rel, digest or sha256_file(tmp))
+        except BaseException:
+            if mark is not None:  # the rename failed: the file was not replaced
+                self.record.undo(mark)
+            raise
         return path
 
     def write_bytes(self, path: Path, data: bytes) -> Path:
@@ -226,17 +273,12 @@ class OutputFolder:
                                 f"by hand, say), and this run would replace it; move it away, "
                                 f"then run again")
 
-    def adopt(self) -> int:
-        """Record the files already here (a folder of a sodkit that kept no record); returns
-        how many. Working files (:data:`WORKING`) are left out: they need no record."""
-        self.record.start()
-        count = 0
-        for path in files_under(self.root):
-            rel = self.rel(path)
-            if path.is_file() and not path.is_symlink() and not is_working(self.kind, rel):
-                self.record.add(rel, sha256_file(path))
-                count += 1
-        return count
+    def unrecorded(self) -> int:
+        """How many files are here that the record does not hold (in a folder of an earlier
+        sodkit, which kept no record: every file but the working ones); they stay the user's."""
+        record = self.record.hashes() if self.record is not None else {}
+        return sum(1 for path in files_under(self.root)
+                   if not is_working(self.kind, self.rel(path)) and self.rel(path) not in record)
 
 
 def files_under(folder: Path, nested: list[Path] | None = None) -> Iterator[Path]:

@@ -4,10 +4,12 @@ which folder ``--overwrite`` may delete, where a single file named by the user m
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ..errors import UserError
+from ..paths import check_not_input
 from ..text import noun_for, plural
 from .folder import (
     MARKER,
@@ -83,11 +85,14 @@ def claim(folder: str | Path, kind: str, force: bool = False, what: str = "--out
     if info.get("kind") != kind:  # a run marked without a kind: now a train run
         write_marker(folder, kind, info.get("created"))
     out = OutputFolder(folder, kind, force)
-    if not out.record.exists():
-        count = out.adopt()
-        logger.info("%s was made by an earlier sodkit, which kept no record of its files: its "
-                    "%s %s taken as sodkit %s's own", folder, plural(count, "file"),
-                    noun_for(count, "is"), kind)
+    if not out.record.exists():  # an unrecorded file is the user's
+        out.record.start()
+        count = out.unrecorded()
+        if count:
+            logger.info("%s was made by an earlier sodkit, which kept no record of its files: "
+                        "the %s already there %s left as yours (replaced only when you say "
+                        "so, never deleted by --overwrite)", folder, plural(count, "file"),
+                        noun_for(count, "is"))
     out.record.compact()
     if kind == "train" and not force:
         out.check_unchanged()
@@ -99,8 +104,9 @@ def removal_problem(folder: str | Path, kind: str) -> str | None:
 
     It may when the folder is of its own kind and every file in it is one that sodkit wrote
     and nobody changed since (or a :data:`WORKING` file of the kind). Marked folders inside
-    (a test output in a run) are held to their own record. Folders without a record (made by
-    sodkit 0.2, or a run marked by hand) are deleted as sodkit 0.2 did: marked is enough.
+    (a test output in a run) are held to their own record. In a folder without a record (made
+    by sodkit 0.2, or a run marked by hand) only the working files are sodkit's: an unrecorded
+    file is the user's (a ``notes.txt`` beside the checkpoints).
     """
     folder = Path(folder)
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
@@ -116,16 +122,37 @@ def removal_problem(folder: str | Path, kind: str) -> str | None:
         return (f"{folder} is {describe(found)}; sodkit {kind} --overwrite deletes only its "
                 f"own outputs")
     for path in _unproven(folder, found or kind):
-        return (f"{path} was not written by sodkit {kind}, or was changed since; move it "
-                f"away, then run again")
+        how = ("no record of it: the folder was made by an earlier sodkit" if not
+               Record(folder).exists() else "or was changed since")
+        return (f"{path} was not written by sodkit {kind} ({how}); move it away, then run "
+                f"again")
     return None
 
 
+def check_removable(folder: Path, output_root: Path, kind: str = "train") -> None:
+    """Refuse ``--overwrite`` of anything but a folder of ``kind`` strictly under output_root
+    that holds only what sodkit ``kind`` wrote there (:func:`sodkit.outputs.removal_problem`)."""
+    folder, root = Path(folder), Path(output_root)
+    if not folder.is_symlink():
+        resolved, root_resolved = folder.resolve(), root.resolve()
+        if resolved == root_resolved or not resolved.is_relative_to(root_resolved):
+            raise UserError(f"--overwrite: {folder} does not lie under {root}; nothing deleted")
+    problem = removal_problem(folder, kind)
+    if problem is not None:
+        raise UserError(f"--overwrite: {problem}; nothing deleted")
+
+
+def remove_run_folder(folder: Path, output_root: Path, kind: str = "train") -> None:
+    """Delete a folder for ``--overwrite``: only sodkit's own, of ``kind``, under output_root."""
+    check_removable(folder, output_root, kind)
+    if Path(folder).exists():
+        shutil.rmtree(Path(folder).resolve())
+
+
 def _unproven(folder: Path, kind: str) -> Iterator[Path]:
-    """Files under ``folder`` that its record does not prove (none without a record)."""
+    """Files under ``folder`` that its record does not prove (without a record: every file
+    but the kind's working files)."""
     record = Record(folder)
-    if not record.exists():
-        return
     nested: list[Path] = []
     root = absolute(folder)
     for path in files_under(folder, nested):
@@ -137,27 +164,26 @@ def _unproven(folder: Path, kind: str) -> Iterator[Path]:
 
 
 def single_file(path: str | Path, kind: str, force: bool, what: str,
-                inputs: Iterable[Path] = (), flag: str = "--force") -> OutputFolder:
+                inputs: Iterable[Path] = (), flag: str | None = "--force") -> OutputFolder:
     """Where the single file ``path`` (``--latex``, ``--xlsx``, ``report --out``, ``--onnx``) is
     recorded, after checking that ``sodkit kind`` may write it: not an input nor inside an input
     folder (``force`` or not); in a folder of the user's, of ``kind`` or of ``report`` (where
     paper tables and pages go), never in another command's; if it exists, written by sodkit and
     unchanged since, or ``force``. Call again just before writing."""
-    from ..paths import check_not_input
-
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{what} {path} is a folder; give a file name")
     check_not_input(path, list(inputs), what)
     out = OutputFolder.at(path.parent)
     if out.kind is not None and out.kind not in (kind, "report"):
+        either = f", {flag} or not" if flag else ""
         raise UserError(f"{what} {path} lies in {out.root}, {describe(out.kind)}: sodkit {kind} "
-                        f"puts no file into another command's folder, {flag} or not; write "
+                        f"puts no file into another command's folder{either}; write "
                         f"{what} elsewhere")
-    out.force = force
+    out.force, out.flag = force, flag  # flag None: the command has no way to force it
     problem = out.problem(path)
     if problem is not None:
-        raise UserError(f"{what} {problem}".replace("--force", flag))
+        raise UserError(f"{what} {problem}")
     return out
 
 

@@ -19,12 +19,15 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import UserError
 from .formats import Release, recipe_path
+
+if TYPE_CHECKING:
+    from ..outputs import OutputFolder
 
 logger = logging.getLogger(__name__)
 
@@ -155,28 +158,48 @@ def release_config(release: Release, recipe: str | Path | None = None) -> dict[s
 
 
 def import_weights(release: Release, source: str | Path, out: str | Path,
-                   recipe: str | Path | None = None) -> dict[str, Any]:
-    """Convert ``source`` into the model file ``out``; returns the provenance written."""
+                   recipe: str | Path | None = None, data: dict[str, Any] | None = None,
+                   about: dict[str, Any] | None = None, target: OutputFolder | None = None
+                   ) -> dict[str, Any]:
+    """Convert ``source`` into the model file ``out``; returns the provenance written.
+    ``data``: ``data.*`` keys of the recipe to replace (a release's inference profile, e.g. its
+    input side); ``about``: more provenance (the catalogue's name and URL); ``target``: the
+    output folder the command checked ``out`` in (its rules apply, and the file is recorded
+    there); without one, ``out`` is written as it is."""
     from ..config.loader import stored_config
-    from ..model_file import file_sha256, write_model_file
+    from ..model_file import file_sha256, model_file_bytes, write_model_file
     from ..network import build_network
+    from ..progress import Progress
 
     source = Path(source).expanduser()
     config = release_config(release, recipe)  # a missing recipe fails before the big read
-    weights, halves = release_state_dict(source, release)
-    if release.variant is not None:  # which of the release's variants the file is
-        found = release.variant(weights, source)
-        release = replace(release, title=found.title, rename=found.rename)
-        config["model"].update(found.model)
-    with torch.device("meta"):  # shapes only: no memory, no initialisation
-        net = build_network(stored_config(config, source).model)
-    renamed, fill = match_release(weights, net.state_dict(), release, source)
-    renamed.update(_fill(net, fill))
-    fresh = sorted({k.rsplit(".", 1)[0] for k in fill if not k.endswith("num_batches_tracked")})
-    provenance = {"source": source.name, "sha256": file_sha256(source), "format": release.name,
-                  "weights": "released", "released_as": release.title,
-                  "half_to_float32": halves, "fresh": fresh}
-    write_model_file(out, renamed, config, provenance)
+    config["data"].update(data or {})
+    logger.info("import-weights: %s (%s) -> %s: reading it, checking every tensor against the "
+                "release, writing the model file", source, release.name, out)
+    with Progress(4, "import-weights", unit="stage", summary=True) as progress:
+        weights, halves = release_state_dict(source, release)
+        progress.update(postfix=f"read {len(weights)} tensors")
+        if release.variant is not None:  # which of the release's variants the file is
+            found = release.variant(weights, source)
+            release = replace(release, title=found.title, rename=found.rename)
+            config["model"].update(found.model)
+        with torch.device("meta"):  # shapes only: no memory, no initialisation
+            net = build_network(stored_config(config, source).model)
+        renamed, fill = match_release(weights, net.state_dict(), release, source)
+        renamed.update(_fill(net, fill))
+        progress.update(postfix=f"every tensor is {release.title}'s")
+        fresh = sorted({k.rsplit(".", 1)[0] for k in fill
+                        if not k.endswith("num_batches_tracked")})
+        provenance = {"source": source.name, "sha256": file_sha256(source),
+                      "format": release.name, "weights": "released",
+                      "released_as": release.title, "half_to_float32": halves, "fresh": fresh,
+                      **(about or {})}
+        progress.update(postfix="sha256 of the source")
+        if target is not None:
+            target.write_bytes(Path(out), model_file_bytes(renamed, config, provenance))
+        else:
+            write_model_file(out, renamed, config, provenance)
+        progress.update(postfix=f"wrote {out}")
     logger.info("%s: %d tensors of %s (%d half precision, loaded as float32)%s -> %s",
                 source, len(weights), release.title, halves,
                 f"; left at their fresh initialisation: {', '.join(fresh)}" if fresh else "",

@@ -56,6 +56,8 @@ class Variant:
 
 
 _FORMATS: dict[str, Release] = {}
+# the package's modules that register no release (the rest each register theirs)
+NOT_FORMATS = ("__init__", "formats", "convert", "catalogue", "download", "fetch")
 _LOADED = False
 
 
@@ -74,7 +76,7 @@ def _load_all() -> None:
     _LOADED = True
     package = __name__.rsplit(".", 1)[0]
     for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if info.name not in ("formats", "convert", "__init__"):
+        if info.name not in NOT_FORMATS:
             importlib.import_module(f"{package}.{info.name}")
 
 

@@ -181,7 +181,7 @@ def _list(checker: _Checker, value: Any, key: str) -> list[Any]:
 
 def add_figure_arguments(parser: argparse.ArgumentParser) -> None:
     """``--figures``, ``--figure-style`` and ``--curves`` of ``sodkit report``."""
-    from ..commands._common import user_path
+    from ..argtypes import user_path
     from .curve_kinds import DEFAULT_KINDS, KINDS, parse_kinds
 
     group = parser.add_argument_group("publication figures")

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..text import noun_for, plural
+from ..version import __version__
 from .confine import Reach
 from .figures import curves_uri, thumbnail_uri, training_uri
 from .ranking import column_ranks, lower_is_better

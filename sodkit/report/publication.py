@@ -97,12 +97,10 @@ def publication_figure(curves: Curves, kind_name: str, style: FigureStyle) -> An
         names += [m for m in curves[dataset] if m not in names]
     methods = _order(names, style, curves)
     styles = line_styles(methods, style)
-    columns = min(style.columns, len(datasets))
-    rows = math.ceil(len(datasets) / columns)
-    width, height = style.panel_size
-    figure = Figure(figsize=(width * columns, height * rows + 0.6), dpi=style.dpi,
+    figure = Figure(figsize=figure_inches(len(datasets), style), dpi=style.dpi,
                     layout="constrained")
-    panels = figure.subplots(rows, columns, squeeze=False).ravel()
+    columns = min(style.columns, len(datasets))
+    panels = figure.subplots(math.ceil(len(datasets) / columns), columns, squeeze=False).ravel()
     settings = style.axes.get(kind_name, {})
     handles: dict[str, Any] = {}
     for axes, (dataset, title) in zip(panels, datasets.items(), strict=False):
@@ -128,6 +126,38 @@ def publication_figure(curves: Curves, kind_name: str, style: FigureStyle) -> An
     return figure
 
 
+LEGEND_INCHES = 0.6  # below the panels
+MAX_SIDE = (1 << 16) - 1  # Agg's largest image side, in pixels
+
+
+def figure_inches(panels: int, style: FigureStyle) -> tuple[float, float]:
+    """The figure's width and height: ``columns`` panels a row, the legend below."""
+    columns = min(style.columns, panels)
+    width, height = style.panel_size
+    return width * columns, height * math.ceil(panels / columns) + LEGEND_INCHES
+
+
+def check_canvas(panels: int, style: FigureStyle) -> None:
+    """Before anything is drawn: the PNG's pixels (panels x panel size x dpi^2) fit Agg's side
+    limit and ``SODKIT_MAX_PIXELS``; each setting in range is not enough (``dpi: 1200`` with
+    ``panel_size: [30, 30]`` asked for 1.3 gigapixels and ended in ``std::bad_alloc``)."""
+    from ..limits import MAX_PIXELS_VARIABLE, max_pixels
+
+    if "png" not in style.formats:
+        return  # PDF and SVG are vector: no canvas of pixels
+    width, height = figure_inches(panels, style)
+    pixels, limit = width * height * style.dpi ** 2, max_pixels()
+    if pixels <= limit and max(width, height) * style.dpi <= MAX_SIDE:
+        return
+    fits = int(min(MAX_SIDE / max(width, height), math.sqrt(limit / (width * height))))
+    raise UserError(f"--figure-style: a figure of {panels} panel(s) of {style.panel_size[0]:g} "
+                    f"x {style.panel_size[1]:g} in at dpi {style.dpi} is "
+                    f"{round(width * style.dpi)} x {round(height * style.dpi)} pixels, more "
+                    f"than a PNG may have here ({MAX_SIDE} a side, {MAX_PIXELS_VARIABLE}={limit} "
+                    f"in all): lower dpi (at most {fits} for this size) or panel_size, or draw "
+                    f"fewer datasets (datasets:)")
+
+
 def figure_bytes(figure: Any, fmt: str) -> bytes:
     """The figure in ``fmt`` (png, pdf, svg), fonts embedded as TrueType, SVG text as text."""
     from matplotlib import rc_context
@@ -147,6 +177,7 @@ def render_figures(curves: Curves, kinds: tuple[str, ...], style: FigureStyle
 
     if not curves:
         raise UserError("--figures: the folders hold no curves.json to draw")
+    check_canvas(len(_datasets(curves, style)), style)
     files = {}
     with rc_context({"font.size": style.font_size}):
         for kind in kinds:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..commands._common import int_in, user_path
+from ..argtypes import int_in, user_path
 from ..errors import UserError
 from .ranking import PAPER_METRICS, Comparison, datasets_of
 

@@ -121,16 +121,19 @@ def write_results(
 
 
 def write_eval_manifest(out: Path, datasets: Mapping[str, tuple[Path, Sequence[Path]]],
-                        outputs: OutputFolder | None = None) -> None:
+                        outputs: OutputFolder | None = None,
+                        tables: Mapping[str, Any] | None = None) -> None:
     """``evaluation.json`` of ``sodkit eval`` from ``{dataset: (its folder, the files read)}``:
     ``datasets`` maps each to its sub-folder of ``out`` ("." for ``out`` itself), ``inputs`` to
-    the folders its per-image rows name (what ``sodkit report`` may show images of)."""
+    the folders its per-image rows name (what ``sodkit report`` may show images of), ``tables``
+    the paper tables written from it (``commands/_eval_rerun``)."""
     from .confine import folders_of
 
     manifest = {"kind": "eval",
                 "datasets": {name: folder.relative_to(out).as_posix() if folder != out else "."
                              for name, (folder, _) in datasets.items()},
-                "inputs": {name: folders_of(files) for name, (_, files) in datasets.items()}}
+                "inputs": {name: folders_of(files) for name, (_, files) in datasets.items()},
+                "tables": dict(tables or {})}
     _folder(out, outputs).write_text(out / "evaluation.json",
                                      json.dumps(manifest, indent=2) + "\n")
 

@@ -24,7 +24,10 @@ def _openpyxl():
     try:
         import openpyxl
     except ImportError as exc:
-        raise UserError("--xlsx needs openpyxl: pip install 'sodkit[report]'") from exc
+        from ..extras import install_hint
+
+        raise UserError(f"--xlsx needs openpyxl, which is not installed: "
+                        f"{install_hint('report')}") from exc
     return openpyxl
 
 
