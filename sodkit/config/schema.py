@@ -282,12 +282,12 @@ class EvalCfg:
     tta: list[Literal["hflip"]] = field(default_factory=list)
     # also evaluate before the first step (epoch 0: the starting model, e.g. model.init_from's)
     at_start: bool = False
-    # optional metric families computed as well (sodkit/metrics/families.py), e.g. [HCE, BIoU,
-    # mBA] for DIS, [matting] for alpha mattes (SAD, MSE, MAD, Grad, Conn; over a test set's
-    # trimap_dir's unknown region where it has one); [all] for every one but CCM (it reads the
-    # images: name it). Default: none
-    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "CCM", "matting",
-                          "all"]] = field(default_factory=list)
+    # optional metric families computed as well, by their names in the families' registry
+    # (sodkit/metrics/families.py: MSE, HCE, SI, MSIoU, BIoU, mBA, CM, CCM, matting; checked
+    # before training), e.g. [HCE, BIoU, mBA] for DIS, [matting] for alpha mattes (SAD, MSE,
+    # MAD, Grad, Conn; over a test set's trimap_dir's unknown region where it has one); [all]
+    # for every one but CCM (it reads the images: name it). Default: none
+    compute: list[str] = field(default_factory=list)
 
 
 @dataclass
