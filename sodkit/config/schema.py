@@ -29,7 +29,7 @@ class DatasetCfg:
     """One folder dataset: images and masks paired by file stem."""
 
     name: str = ""  # shown in results; defaults to the preset name or the root folder's name
-    preset: str | None = None  # duts-tr, duts-te, ecssd, hku-is, pascal-s, dut-omron, soc, demo-*
+    preset: str | None = None  # a registered preset (sodkit/data/presets.py): duts-tr, ecssd, ...
     root: str = ""  # absolute, or relative to the top-level `data_root`
     image_dir: str = ""  # sub-folder of root holding the images (a preset fills it)
     mask_dir: str = ""  # sub-folder of root holding the masks (a preset fills it)
