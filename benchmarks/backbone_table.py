@@ -20,7 +20,7 @@ import torch
 from sodkit.cli import main
 from sodkit.config import load_config
 from sodkit.engine.export import TOLERANCE, SaliencyModel, check_parity, export_onnx
-from sodkit.module.checkpoint import is_checkpointed
+from sodkit.module.grad_checkpoint import is_checkpointed
 from sodkit.network import build_network
 
 ROOT = Path(__file__).resolve().parents[1]

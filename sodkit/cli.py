@@ -17,11 +17,15 @@ import time
 from pathlib import Path
 
 from .errors import Preempted, UserError, WriteFailed, worker_death, write_error_line
+from .registry import Registry
 from .version import __version__
 
-# sub-command -> module under sodkit.commands with HELP, add_arguments(parser), run(args) -> int
-COMMANDS = ["train", "test", "predict", "eval", "report", "check-data", "bench", "info",
-            "convert-checkpoint", "export", "import-weights", "models", "serve"]
+# sub-command -> its module, which holds HELP, add_arguments(parser) and run(args) -> int (light
+# at import: heavy imports inside run); listed in this order by --help
+COMMANDS: Registry[str] = Registry("command")
+for _name in ("train", "test", "predict", "eval", "report", "check-data", "bench", "info",
+              "convert-checkpoint", "export", "import-weights", "models", "serve"):
+    COMMANDS.add(_name, f"sodkit.commands.{_name.replace('-', '_')}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,14 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sodkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        module = importlib.import_module(f"sodkit.commands.{name.replace('-', '_')}")
+        module = importlib.import_module(COMMANDS[name])
         sub.add_parser(name, help=module.HELP, description=module.HELP, add_help=False)
     return parser
 
 
 def build_command_parser(name: str) -> argparse.ArgumentParser:
     """One command's own parser (``sodkit train ...``), used with ``parse_intermixed_args``."""
-    module = importlib.import_module(f"sodkit.commands.{name.replace('-', '_')}")
+    module = importlib.import_module(COMMANDS[name])
     parser = argparse.ArgumentParser(prog=f"sodkit {name}", description=module.HELP)
     module.add_arguments(parser)
     parser.set_defaults(command=name, _run=module.run)

@@ -15,7 +15,7 @@ from sodkit.config import LossCfg, ModelCfg
 from sodkit.engine.memory import SavedTensors
 from sodkit.loss import build_criterion
 from sodkit.module.aspp import DeformConv2d
-from sodkit.module.checkpoint import is_checkpointed
+from sodkit.module.grad_checkpoint import is_checkpointed
 from sodkit.network import build_network
 
 

@@ -8,7 +8,7 @@ import torch
 from sodkit.config import ConfigError, LossCfg, ModelCfg
 from sodkit.engine.memory import SavedTensors
 from sodkit.loss import build_criterion
-from sodkit.module.checkpoint import find_blocks, is_checkpointed
+from sodkit.module.grad_checkpoint import find_blocks, is_checkpointed
 from sodkit.network import NETWORKS, build_network
 
 MODES = ["backbone", "decoder", "all"]

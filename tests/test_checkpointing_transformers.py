@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sodkit.backbone import checkpointing
+from sodkit.backbone import grad_checkpoint
 from sodkit.config import LossCfg, ModelCfg
 from sodkit.engine.memory import AllocatedPeak
 from sodkit.loss import build_criterion
-from sodkit.module.checkpoint import is_checkpointed
+from sodkit.module.grad_checkpoint import is_checkpointed
 from sodkit.network import build_network
 
 
@@ -63,7 +63,7 @@ def test_timm_granularity_reaches_a_wrapped_model() -> None:
     model = _model("test_vit", "off")
     model.backbone.set_checkpointing(True, "timm")
     assert model.backbone.body.model.grad_checkpointing is True
-    checkpointing.disable(model.backbone.body)
+    grad_checkpoint.disable(model.backbone.body)
     assert model.backbone.body.model.grad_checkpointing is False
 
 
@@ -71,7 +71,7 @@ def test_sodkit_blocks_equal_timms_own_checkpointing_on_a_vit() -> None:
     """Where timm has ``set_grad_checkpointing`` (a ViT), sodkit's per-block checkpointing is
     the same segmentation: the gradients equal timm's bit for bit and the peak is no higher.
     sodkit keeps its own mechanism because timm's recomputation counts BatchNorm statistics
-    twice in CNN families (sodkit/backbone/checkpointing.py)."""
+    twice in CNN families (sodkit/backbone/grad_checkpoint.py)."""
     def run(granularity: str) -> tuple[int, list]:
         model = _model("test_vit", "off")
         model.backbone.set_checkpointing(True, granularity)

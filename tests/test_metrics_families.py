@@ -172,7 +172,7 @@ def test_context_measure_equals_pysodmetrics():
 
 def test_a_missing_optional_package_is_refused_in_one_line(monkeypatch):
     """Without scikit-image (here: a family pointed at a package that does not exist)."""
-    monkeypatch.setitem(FAMILIES, "HCE", dataclasses.replace(FAMILIES["HCE"],
+    monkeypatch.setitem(FAMILIES._items, "HCE", dataclasses.replace(FAMILIES["HCE"],
                                                              needs=("sodkit_no_such_package",)))
     from sodkit.extras import install_hint
 

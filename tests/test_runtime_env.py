@@ -9,15 +9,14 @@ import pytest
 import torch
 
 from sodkit.config import ConfigError
-from sodkit.engine.runtime import (
+from sodkit.engine.launcher import (
     SLURM_BASE_PORT,
     DistEnv,
     detect_dist_env,
     first_slurm_host,
-    rng_state,
-    set_rng_state,
     slurm_port,
 )
+from sodkit.engine.rng import rng_state, set_rng_state
 
 
 def test_no_launcher_is_a_single_process():

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from ..config.schema import ModelCfg
 from ..errors import ConfigError, UserError
-from . import checkpointing
+from . import grad_checkpoint
 from .layer_decay import Rule, encoder_rules
 from .levels import STRIDES_4_TO_32, StrideNeed, plan_levels
 from .pyramid import SimpleFeaturePyramid, fix_vit_input_size
@@ -69,13 +69,13 @@ class Backbone(nn.Module):
             load_matching(self.body, pretrained, model_name=name)
         self.checkpointing: str | None = None  # None, or the granularity in use
         self.frozen = False  # set by build_network when model.freeze covers the whole encoder
-        self._plan: checkpointing.Plan | None = None  # segments run instead of body.forward
+        self._plan: grad_checkpoint.Plan | None = None  # segments run instead of body.forward
 
-    def set_checkpointing(self, enabled: bool, granularity: checkpointing.Granularity = "block"
+    def set_checkpointing(self, enabled: bool, granularity: grad_checkpoint.Granularity = "block"
                           ) -> None:
-        """Gradient checkpointing of the body (see :mod:`sodkit.backbone.checkpointing`)."""
-        checkpointing.disable(self.body)
-        self._plan = checkpointing.enable(self.body, granularity) if enabled else None
+        """Gradient checkpointing of the body (see :mod:`sodkit.backbone.grad_checkpoint`)."""
+        grad_checkpoint.disable(self.body)
+        self._plan = grad_checkpoint.enable(self.body, granularity) if enabled else None
         self.checkpointing = granularity if enabled else None
 
     def train(self, mode: bool = True) -> Backbone:
@@ -127,7 +127,7 @@ class Backbone(nn.Module):
             x = F.pad(x, (0, -size[1] % self.patch, 0, -size[0] % self.patch))
         try:
             if self._plan is not None:
-                feats = checkpointing.run_plan(self.body, self._plan, x)
+                feats = grad_checkpoint.run_plan(self.body, self._plan, x)
             else:
                 feats = list(self.body(x))
         except AssertionError as exc:  # timm's input-size checks (MaxViT's windows, ...)

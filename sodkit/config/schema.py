@@ -29,7 +29,7 @@ class DatasetCfg:
     """One folder dataset: images and masks paired by file stem."""
 
     name: str = ""  # shown in results; defaults to the preset name or the root folder's name
-    preset: str | None = None  # duts-tr, duts-te, ecssd, hku-is, pascal-s, dut-omron, soc, demo-*
+    preset: str | None = None  # a registered preset (sodkit/data/presets.py): duts-tr, ecssd, ...
     root: str = ""  # absolute, or relative to the top-level `data_root`
     image_dir: str = ""  # sub-folder of root holding the images (a preset fills it)
     mask_dir: str = ""  # sub-folder of root holding the masks (a preset fills it)
@@ -282,12 +282,12 @@ class EvalCfg:
     tta: list[Literal["hflip"]] = field(default_factory=list)
     # also evaluate before the first step (epoch 0: the starting model, e.g. model.init_from's)
     at_start: bool = False
-    # optional metric families computed as well (sodkit/metrics/families.py), e.g. [HCE, BIoU,
-    # mBA] for DIS, [matting] for alpha mattes (SAD, MSE, MAD, Grad, Conn; over a test set's
-    # trimap_dir's unknown region where it has one); [all] for every one but CCM (it reads the
-    # images: name it). Default: none
-    compute: list[Literal["MSE", "HCE", "SI", "MSIoU", "BIoU", "mBA", "CM", "CCM", "matting",
-                          "all"]] = field(default_factory=list)
+    # optional metric families computed as well, by their names in the families' registry
+    # (sodkit/metrics/families.py: MSE, HCE, SI, MSIoU, BIoU, mBA, CM, CCM, matting; checked
+    # before training), e.g. [HCE, BIoU, mBA] for DIS, [matting] for alpha mattes (SAD, MSE,
+    # MAD, Grad, Conn; over a test set's trimap_dir's unknown region where it has one); [all]
+    # for every one but CCM (it reads the images: name it). Default: none
+    compute: list[str] = field(default_factory=list)
 
 
 @dataclass

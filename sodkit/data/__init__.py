@@ -1,7 +1,7 @@
 """Data: folder datasets paired by stem, presets, the synthetic demo, transforms and loaders.
 
 Every member module is imported here so that the dataset presets are registered whatever the
-import order (DESIGN.md, section 6).
+import order (the founding design's conventions; docs/DESIGN.md).
 """
 
 from ..imageio import IMAGE_EXTENSIONS, list_images, read_image, read_mask, write_mask

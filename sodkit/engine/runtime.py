@@ -29,14 +29,7 @@ from ..torchfile import load_checkpoint, save_atomic
 from . import rendezvous
 from .accel import compile_model, to_channels_last
 from .devices import cuda_index, dist_backend, needs_cpu_group
-from .launcher import (  # noqa: F401  (re-exported: the launcher names lived here)
-    SLURM_BASE_PORT,
-    DistEnv,
-    detect_dist_env,
-    first_slurm_host,
-    log_failure,
-    slurm_port,
-)
+from .launcher import detect_dist_env
 from .rng import rng_state, set_rng_state
 
 logger = logging.getLogger(__name__)
@@ -233,12 +226,6 @@ class Runtime:
             tensor = tensor.clone()
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
             tensor /= self.world_size
-        return tensor
-
-    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.distributed:
-            tensor = tensor.clone()
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
     def any_rank(self, *flags: bool) -> list[bool]:

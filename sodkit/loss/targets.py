@@ -28,8 +28,3 @@ SOFT_TARGETS: dict[str, tuple[bool, str]] = {
     "wiou": (False, "IoU with boundary weights: sharpens soft targets"),
     "structure": (False, "BCE plus the weighted IoU: its IoU half sharpens soft targets"),
 }
-
-
-def binary_terms(names: list[str]) -> list[str]:
-    """The named terms that assume binary targets (sharpen soft ones)."""
-    return [name for name in names if not SOFT_TARGETS.get(name, (True, ""))[0]]

@@ -19,7 +19,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import ConfigError, UserError
+from ..registry import Registry
 
 
 class MissingPackage(UserError, ValueError):
@@ -212,10 +213,13 @@ def _registry() -> dict[str, Family]:
                "mmagic 1.2.0 SAD, MattingMSE, GradientError, ConnectivityError (Adobe's Deep "
                "Image Matting evaluate.m); MAD: P3M-10k's", lower_is_better=MATTING_KEYS),
     ]
-    return {family.name: family for family in families}
+    registry: Registry[Family] = Registry("metric family")
+    for family in families:  # registration order: the order of keys in results and tables
+        registry.add(family.name, family)
+    return registry
 
 
-FAMILIES: dict[str, Family] = _registry()
+FAMILIES: Registry[Family] = _registry()
 
 
 def family_keys(names: Iterable[str] | None = None) -> tuple[str, ...]:
@@ -232,7 +236,7 @@ def resolve(names: Iterable[str] | str | None, images: bool = False) -> tuple[st
     comma-separated text of either; None or empty: none.
 
     Raises:
-        ValueError: naming an unknown family and the known ones.
+        ConfigError (a ValueError): naming an unknown family and the known ones.
     """
     if names is None:
         return ()
@@ -245,8 +249,8 @@ def resolve(names: Iterable[str] | str | None, images: bool = False) -> tuple[st
     by_lower = {name.lower(): name for name in FAMILIES}
     unknown = [name for name in wanted if name.lower() not in by_lower]
     if unknown:
-        raise ValueError(f"unknown metric famil{'ies' if len(unknown) > 1 else 'y'} "
-                         f"{', '.join(unknown)}; choose from {', '.join(FAMILIES)} or all")
+        raise ConfigError(f"unknown metric famil{'ies' if len(unknown) > 1 else 'y'} "
+                          f"{', '.join(unknown)}; choose from {', '.join(FAMILIES)} or all")
     chosen = {by_lower[name.lower()] for name in wanted}
     for name in chosen:
         _check_installed(FAMILIES[name])

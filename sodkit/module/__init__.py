@@ -1,8 +1,8 @@
 """Reusable network blocks shared by the networks in :mod:`sodkit.network` (no registry)."""
 
 from .cfm import CFM
-from .checkpoint import checkpoint_blocks, checkpoint_segment, frozen_batchnorm_stats
 from .conv import ConvBNAct, pool_to, resize_to
+from .grad_checkpoint import checkpoint_blocks, checkpoint_segment, frozen_batchnorm_stats
 from .interaction import AIM, SIM, AIMLevel
 from .sync_bn import AllReduceBatchNorm, convert_allreduce_batchnorm, freeze_batchnorm
 

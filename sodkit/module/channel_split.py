@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .checkpoint import checkpoint_segment
+from .grad_checkpoint import checkpoint_segment
 
 GROUPS = 4  # the stem's working set shrinks to about one of its maps (measured: RESULTS.md)
 BLOCK = 16  # group widths are rounded up to this many channels (a SIMD block of the kernels)

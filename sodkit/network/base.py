@@ -13,7 +13,7 @@ Contract of every registered network (built as ``builder(cfg: ModelCfg)``):
   ``model.out_indices: auto`` picks from any timm family;
 - gradient checkpointing: ``build_network`` switches the backbone's with
   ``backbone.set_checkpointing`` and sets ``checkpoint_decoder``; the network runs its decoder
-  levels through :func:`~sodkit.module.checkpoint.checkpoint_segment` when that is True;
+  levels through :func:`~sodkit.module.grad_checkpoint.checkpoint_segment` when that is True;
 - optionally ``side_outputs`` (:class:`SODNetwork` provides it): how many side outputs there
   are, so that ``loss.aux_weights`` is checked against it before training;
 - optionally ``set_aux_outputs(False)`` (:class:`SODNetwork` provides it): stop computing the

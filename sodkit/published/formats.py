@@ -3,8 +3,9 @@
 A :class:`Release` says everything sodkit needs to know about one published file: the network
 and recipe it corresponds to, the inference pipeline its authors measured it with, and how each
 of its tensors is named in sodkit. Each network's module in this package registers its releases
-(:func:`register`); the package finds those modules by itself, so a new network's weights
-(BiRefNet next) are one new module here, and nothing else changes.
+(:func:`register`) in :data:`FORMATS`, sodkit's one :class:`~sodkit.registry.Registry`; a new
+network's weights are one new module here, named in :data:`FORMAT_MODULES` (imported on first
+use, so that the command's parser stays light).
 
 Light module: no torch at import (the command's parser lists the formats).
 """
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..registry import Registry
 
 RECIPES = Path(__file__).resolve().parents[2] / "configs"  # a source checkout's recipes
 
@@ -55,45 +56,40 @@ class Variant:
     model: dict[str, Any] = field(default_factory=dict)
 
 
-_FORMATS: dict[str, Release] = {}
-# the package's modules that register no release (the rest each register theirs)
-NOT_FORMATS = ("__init__", "formats", "convert", "catalogue", "download", "fetch")
+FORMATS: Registry[Release] = Registry("import format")
+FORMAT_MODULES = ("minet", "f3net", "birefnet")  # this package's modules that register releases
 _LOADED = False
 
 
 def register(release: Release) -> Release:
-    if release.name in _FORMATS:
-        raise ValueError(f"import format {release.name!r} is registered twice")
-    _FORMATS[release.name] = release
-    return release
+    return FORMATS.add(release.name, release)
 
 
 def _load_all() -> None:
-    """Import every module of this package once: each registers its releases."""
+    """Import the format modules once: each registers its releases."""
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
     package = __name__.rsplit(".", 1)[0]
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if info.name not in NOT_FORMATS:
-            importlib.import_module(f"{package}.{info.name}")
+    for name in FORMAT_MODULES:
+        importlib.import_module(f"{package}.{name}")
 
 
 def format_names() -> list[str]:
     _load_all()
-    return sorted(_FORMATS)
+    return FORMATS.names()
 
 
 def get_format(name: str) -> Release:
     """The release called ``name``; an unknown name is an error listing the known ones."""
     _load_all()
-    if name not in _FORMATS:
-        close = difflib.get_close_matches(name, list(_FORMATS), n=1)
+    if name not in FORMATS:
+        close = difflib.get_close_matches(name, FORMATS.names(), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UserError(f"unknown import format {name!r}{hint} (known: "
-                        f"{', '.join(sorted(_FORMATS))})")
-    return _FORMATS[name]
+                        f"{', '.join(FORMATS.names())})")
+    return FORMATS[name]
 
 
 def recipe_path(release: Release, given: str | Path | None = None) -> Path:

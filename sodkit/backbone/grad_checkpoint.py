@@ -5,7 +5,8 @@ timm's own ``set_grad_checkpointing`` on a ``features_only`` model checkpoints p
 leave BatchNorm statistics alone during the recomputation. sodkit checkpoints instead:
 
 - ``block`` (the default, it saves the most; ``benchmarks/RESULTS.md``): every block of every
-  block sequence is its own segment (:func:`~sodkit.module.checkpoint.checkpoint_blocks`), and in a
+  block sequence is its own segment
+  (:func:`~sodkit.module.grad_checkpoint.checkpoint_blocks`), and in a
   ``FeatureListNet``/``FeatureDictNet`` body the loose layers between block sequences (a ResNet's
   conv1 / bn1 / act1 / maxpool stem, whose stride-2 maps are the largest of all) are grouped into
   one segment per run, cut at the feature maps the decoder takes; a run that is a convolution
@@ -31,7 +32,7 @@ from typing import Literal
 from torch import Tensor, nn
 
 from ..module.channel_split import run_split
-from ..module.checkpoint import (
+from ..module.grad_checkpoint import (
     checkpoint_blocks,
     checkpoint_segment,
     find_blocks,
