@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from sodkit.config import ModelCfg
-from sodkit.engine.export import TOLERANCE, SaliencyModel, check_parity, export_onnx
+from sodkit.engine.export import (
+    TOLERANCE,
+    SaliencyModel,
+    check_parity,
+    export_onnx,
+    parity_sizes,
+)
 from sodkit.errors import UserError
 from sodkit.network import build_network
 
@@ -19,14 +25,20 @@ def _saliency(backbone: str) -> SaliencyModel:
                                                 decoder_channels=8), aux_outputs=False)).eval()
 
 
-def _export_and_check(backbone: str, size: tuple[int, int], tmp_path) -> None:
+def _export_and_check(backbone: str, size: tuple[int, int], tmp_path,
+                      dynamic: bool = False) -> None:
     model = _saliency(backbone)
     with torch.no_grad():
+        head = model.network.heads[0]  # logits 50x larger around 0: probabilities spread
+        head.weight.mul_(50)
+        head.bias.mul_(50).sub_(model.network(torch.randn(2, 3, *size))["logits"].mean())
+        assert model(torch.randn(2, 3, *size)).std() > 0.05
         before = model(torch.ones(1, 3, *size))
     path = tmp_path / "model.onnx"
-    export_onnx(model, path, size, 17, dynamic=False)
-    (_, diff), = check_parity(model, path, [size])
-    assert diff <= TOLERANCE
+    export_onnx(model, path, size, 17, dynamic=dynamic)
+    results = check_parity(model, path, parity_sizes(size, dynamic))
+    assert len(results) == (3 if dynamic else 1)
+    assert max(diff for _, diff in results) <= TOLERANCE, results
     with torch.no_grad():  # the PyTorch model itself is unchanged by the export
         assert torch.equal(model(torch.ones(1, 3, *size)), before)
 
@@ -40,8 +52,9 @@ def test_export_keeps_parity(backbone: str, size: tuple[int, int], tmp_path) -> 
 
 
 @pytest.mark.slow  # Swin-T: 28M parameters traced
-def test_swin_export_keeps_parity(tmp_path) -> None:
-    _export_and_check("swin_tiny_patch4_window7_224", (64, 64), tmp_path)
+def test_swin_dynamic_export_keeps_parity_at_three_sizes(tmp_path) -> None:
+    """timm's shifted-window masks and window padding follow each size in the graph."""
+    _export_and_check("swin_tiny_patch4_window7_224", (64, 64), tmp_path, dynamic=True)
 
 
 def test_dynamic_export_of_a_plain_vit_is_refused_with_the_reason(tmp_path) -> None:

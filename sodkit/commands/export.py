@@ -38,8 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="input size of the export (default: the training data.size)")
     parser.add_argument("--dynamic", action="store_true",
                         help="symbolic batch, height and width (checked at two more sizes)")
-    parser.add_argument("--opset", type=int_in(MIN_OPSET), default=17,
-                        help=f"ONNX opset version (from {MIN_OPSET} to what torch supports)")
+    parser.add_argument("--opset", type=int_in(MIN_OPSET),
+                        help=f"ONNX opset version (from {MIN_OPSET} to what torch supports; "
+                             f"default 17, or 19 for deformable convolutions where the installed "
+                             f"onnxruntime runs ONNX's DeformConv)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing output file that sodkit export did not write, "
                              "or that was changed since")
@@ -123,22 +125,30 @@ def run(args: argparse.Namespace) -> int:
         return export_model_file(args)
     onnx, checkpoint = Path(args.onnx), Path(args.checkpoint)
     target = check_target(onnx, checkpoint, args.overwrite)  # before torch's import
-    from ..engine.export import TOLERANCE, SaliencyModel, check_parity, export_onnx, parity_sizes
+    from ..engine.export import (
+        TOLERANCE,
+        SaliencyModel,
+        check_parity,
+        default_opset,
+        export_onnx,
+        parity_sizes,
+    )
     from ..errors import UserError
     from ..network import build_network
     from ..progress import Progress
     from ..text import plural
     from ..torchfile import load_checkpoint
 
-    check_opset(args.opset)
+    if args.opset is not None:
+        check_opset(args.opset)
     state = load_checkpoint(checkpoint, mmap=True)
     cfg = checkpoint_config(state, checkpoint)
     # both bounded: --size by its type, the stored data.size by the config's range
     size = tuple(args.size) if args.size else (cfg.data.size, cfg.data.size)
     sizes = parity_sizes(size, args.dynamic)
-    logger.info("export: %s (%s/%s) -> %s: the network built, exported at %dx%d (opset %d%s), "
+    logger.info("export: %s (%s/%s) -> %s: the network built, exported at %dx%d (opset %s%s), "
                 "then onnxruntime checked against PyTorch at %s", checkpoint, cfg.model.name,
-                cfg.model.backbone, onnx, size[0], size[1], args.opset,
+                cfg.model.backbone, onnx, size[0], size[1], args.opset or "by default",
                 ", dynamic" if args.dynamic else "", plural(len(sizes), "size"))
     with Progress(3 + len(sizes), "export", unit="stage", summary=True) as progress:
         net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
@@ -146,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
         which = load_weights(net, state, checkpoint, args.weights)
         progress.update(postfix="network built")
         model = SaliencyModel(net).eval()
-        target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, args.opset,
-                                                        args.dynamic))
+        opset = args.opset or default_opset(model)
+        target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, opset, args.dynamic))
         progress.update(postfix=f"wrote {onnx.name}")
         results = check_parity(model, onnx, sizes,
                                done=lambda what: progress.update(postfix=what))
@@ -158,5 +168,5 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{onnx}: the ONNX model differs from PyTorch by {worst:.3e} "
                         f"> {TOLERANCE:g}; do not deploy it")
     print(f"wrote {onnx} ({cfg.model.name}/{cfg.model.backbone}, {which} weights, opset "
-          f"{args.opset}, {'dynamic' if args.dynamic else f'{size[0]}x{size[1]}'})")
+          f"{opset}, {'dynamic' if args.dynamic else f'{size[0]}x{size[1]}'})")
     return 0

@@ -9,6 +9,8 @@ block samples the regular grid with a mask of 1 (a plain convolution).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -38,10 +40,14 @@ class DeformConv2d(nn.Module):
         # initialised as nn.Conv2d initialises its weight (kaiming uniform, a = sqrt(5))
         weight = nn.Conv2d(in_channels, out_channels, kernel_size, bias=False).weight
         self.weight = nn.Parameter(weight.detach().clone())
+        # set during an ONNX export only (sodkit.module.deform_export): an exportable form
+        self.export_form: Callable[..., Tensor] | None = None
 
     def forward(self, x: Tensor) -> Tensor:
         offset = self.offset(x)
         mask = 2.0 * torch.sigmoid(self.modulator(x))
+        if self.export_form is not None:
+            return self.export_form(x, offset, self.weight, mask, self.padding)
         if x.dtype in (torch.float16, torch.bfloat16):
             # torchvision has no bf16 kernel (nor any half one on CPU); its CUDA autocast
             # wrapper runs the op in float32 and casts back to the input's dtype: the same here,

@@ -52,9 +52,17 @@ from .base import NETWORKS, SODNetwork
 
 def resize_aligned(x: Tensor, size: torch.Size | tuple[int, int]) -> Tensor:
     """Bilinear resize with ``align_corners=True``, as every resize of the original."""
+    if tracing():  # sizes stay symbolic in an export: always resized (the identity if equal)
+        return F.interpolate(x, size=size, mode="bilinear", align_corners=True)
     if tuple(x.shape[-2:]) == tuple(size):
         return x  # the aligned-corner resize to the same size is the identity
     return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=True)
+
+
+def tracing() -> bool:
+    """Inside an ONNX export (or a trace): a Python decision on a size or ``int()`` of one
+    would freeze the export size into the graph."""
+    return torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
 
 
 def image_patches(image: Tensor, size: torch.Size | tuple[int, int], grid: int) -> Tensor:
@@ -64,7 +72,7 @@ def image_patches(image: Tensor, size: torch.Size | tuple[int, int], grid: int) 
     tile the image (sides that are not multiples of 32), the image is first resized to
     grid * h x grid * w; the original takes only tiling sizes, for which nothing is resized."""
     b, c = image.shape[:2]
-    h, w = int(size[0]), int(size[1])
+    h, w = (size[0], size[1]) if tracing() else (int(size[0]), int(size[1]))
     image = resize_aligned(image, (grid * h, grid * w))
     patches = image.reshape(b, c, grid, h, grid, w).permute(0, 1, 2, 4, 3, 5)
     return patches.reshape(b, c * grid * grid, h, w)
