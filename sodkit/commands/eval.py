@@ -1,13 +1,13 @@
 """``sodkit eval``: measure saved predictions of any number of methods against GT folders.
 
 Predictions pair with GTs by file stem, wrapped in an optional prefix / suffix per method and
-dataset (``_eval_methods``). A prediction of another size than its GT is resized to the GT's
+dataset (``methods``). A prediction of another size than its GT is resized to the GT's
 size with bilinear interpolation on the uint8 map, as PySODEvalToolkit does, so the numbers equal
 that toolkit's. Besides the tables and curves it writes ``curves.json`` and
 ``results_per_image.csv`` (read by ``sodkit report``), ``evaluation.json`` (which folder holds
 which dataset) and, on request, LaTeX / xlsx paper tables. Heavy imports (OpenCV, matplotlib)
 stay inside ``run``; torch is imported only under ``torchrun``, where each process measures a
-shard of every dataset and rank 0 merges and writes (``_eval_group``).
+shard of every dataset and rank 0 merges and writes (``ranks``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +25,13 @@ from ..argtypes import int_in, user_path
 from ..errors import DataError, UserError
 
 if TYPE_CHECKING:
+    from ..evaluation.files import DeferredFolder
+    from ..evaluation.job import Job
+    from ..evaluation.log import Clock
+    from ..evaluation.methods import Method
+    from ..evaluation.pool import MeasurePool
+    from ..evaluation.ranks import EvalGroup
     from ..metrics import SODMetrics
-    from ._eval_ci import CiOptions
-    from ._eval_group import EvalGroup
-    from ._eval_log import Clock
-    from ._eval_methods import Method
-    from ._eval_pool import MeasurePool
-    from ._eval_write import DeferredFolder
 
 HELP = "evaluate saved predictions of one or more methods against GT masks (tables + curves)"
 
@@ -42,11 +41,11 @@ SHOWN_STEMS = 10  # stems listed in an error or warning message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..evaluation.intervals import add_arguments as add_ci_arguments
+    from ..evaluation.selection import add_selection_arguments
+    from ..evaluation.toolkit import add_arguments as add_file_arguments
     from ..report.curve_kinds import DEFAULT_KINDS, KINDS, parse_kinds
     from ..report.publish import add_table_arguments
-    from ._eval_ci import add_arguments as add_ci_arguments
-    from ._eval_select import add_selection_arguments
-    from ._eval_toolkit import add_arguments as add_file_arguments
 
     parser.add_argument(
         "--gt", action="append", default=[], metavar="[NAME=]DIR",
@@ -92,23 +91,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_selection_arguments(parser)
 
 
-@dataclass
-class Job:
-    """One GT dataset and, per method, the prediction file of each GT stem."""
-
-    name: str
-    out_dir: Path
-    gts: dict[str, Path]
-    preds: dict[str, dict[str, Path]] = field(default_factory=dict)
-    families: tuple[str, ...] = ()  # --compute
-    images: dict[str, Path] | None = None  # --images, when a family reads them (CCM)
-    trimaps: dict[str, Path] | None = None  # --trimaps, for --compute matting
-    ci: CiOptions | None = None  # --ci / --baseline
-    ci_result: dict[str, Any] | None = None  # what ci.json holds, once measured
-    curves: tuple[str, ...] = ("pr", "fm")  # --curves: the plots written
-    groups: bool = False  # --groups: stems are <group>/<stem>, metrics averaged over groups
-
-
 def _split(spec: str, what: str) -> tuple[str | None, Path]:
     from ..output_names import check_dataset_name
     from ..paths import check_name
@@ -144,7 +126,7 @@ def _listed(stems: Iterable[str]) -> str:
 
 def _methods(args: argparse.Namespace) -> list[Method]:
     """Methods from --pred (with --pred-prefix / --pred-suffix) and --methods."""
-    from ._eval_methods import Method, Naming, read_methods_file, split_pattern, wrap
+    from ..evaluation.methods import Method, Naming, read_methods_file, split_pattern, wrap
 
     methods = []
     for spec in args.pred:
@@ -198,13 +180,14 @@ def _families(args: argparse.Namespace) -> tuple[str, ...]:
 def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
     """Datasets and methods from the arguments, every pair checked before any is measured;
     also every input folder (for the checks of what may be written)."""
+    from ..evaluation.groups import check_group_options, group_matcher, list_groups
+    from ..evaluation.images import assign_images
+    from ..evaluation.intervals import check_resampled, options
+    from ..evaluation.job import Job
+    from ..evaluation.selection import keep_listed, pair_method, select, stem_lists
+    from ..evaluation.toolkit import add_datasets_file, list_named
+    from ..evaluation.trimaps import assign_trimaps
     from ..paths import check_not_input, inside
-    from ._eval_ci import check_resampled, options
-    from ._eval_groups import check_group_options, group_matcher, list_groups
-    from ._eval_images import assign_images
-    from ._eval_select import keep_listed, pair_method, select, stem_lists
-    from ._eval_toolkit import add_datasets_file, list_named
-    from ._eval_trimaps import assign_trimaps
 
     add_datasets_file(args)  # PySODEvalToolkit's dataset JSON: --gt, --images, --list
     families = _families(args)
@@ -255,7 +238,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[Path]]:
 
 def _read_pair(job: Job, stem: str) -> tuple[Any, list[Any]]:
     """The GT and every method's prediction at the GT's size (uint8, bilinear resize)."""
-    from ._eval_pool import read_pair
+    from ..evaluation.pool import read_pair
 
     return read_pair(job.gts[stem], [files.get(stem) for files in job.preds.values()])
 
@@ -267,13 +250,13 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
 
     With a ``pool`` its worker processes measure the images; otherwise this process does, with
     ``workers`` threads reading ahead."""
+    from ..evaluation.log import finish, new_metrics
+    from ..evaluation.read_ahead import prefetch
     from ..imageio import read_image_at
     from ..metrics import SODMetrics
     from ..progress import Progress
     from ..resources import available_cores
     from ..trimap import read_trimap
-    from ._eval_log import finish, new_metrics
-    from ._eval_read import prefetch
 
     stems = sorted(job.gts)
     shard = range(len(stems)) if shard is None else shard
@@ -329,8 +312,8 @@ def _per_image_rows(job: Job, metrics: dict[str, SODMetrics]) -> list[dict[str, 
 def _measure_shard(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | None,
                    clock: Clock) -> dict[str, SODMetrics]:
     """This rank's shard measured; every rank's merged on rank 0 (a failure ends all ranks)."""
+    from ..evaluation.log import measured
     from ..mask_encoding import log_notes
-    from ._eval_log import measured
     shard = group.shard(len(job.gts))
     error, metrics = None, {}
     start = time.perf_counter()
@@ -351,12 +334,12 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
                folder: DeferredFolder | None, clock: Clock) -> dict[str, dict[str, float]]:
     """Measure one dataset and write its files (rank 0); returns ``{method: scalar metrics}``
     (empty on other ranks)."""
+    from ..evaluation.files import write_job
+    from ..evaluation.groups import grouped_compute
+    from ..evaluation.log import announce
     from ..metrics import STANDARD_KEYS, scalar_metrics
     from ..metrics.families import family_keys
     from ..report import markdown_table
-    from ._eval_groups import grouped_compute
-    from ._eval_log import announce
-    from ._eval_write import write_job
 
     announce(job)
     metrics = _measure_shard(job, group, workers, pool, clock)
@@ -369,7 +352,7 @@ def _write_job(job: Job, group: EvalGroup, workers: int, pool: MeasurePool | Non
     columns = STANDARD_KEYS + family_keys(job.families)  # all metrics are in the files
     print(f"\n{job.name}\n\n{markdown_table(table, 'method', columns)}")
     if job.ci is not None:
-        from ._eval_ci import write_ci
+        from ..evaluation.intervals import write_ci
 
         grouped = (sorted(job.gts), results) if job.groups else None  # groups resampled
         start = time.perf_counter()
@@ -388,16 +371,16 @@ def _workers(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..engine.launcher import detect_dist_env
+    from ..evaluation.pool import fork_is_safe, measure_pool, start_fork_server
     from ..resources import cap_workers
-    from ._eval_pool import fork_is_safe, measure_pool, start_fork_server
 
     fork = fork_is_safe() and detect_dist_env().world_size == 1  # torchrun imports torch
     if not fork:  # the fork server first: it boots while the files are listed
         start_fork_server(_gt_folders(args), _workers(args), explicit=args.workers is not None)
+    from ..evaluation.files import check_collisions, claim_output, write_summary
+    from ..evaluation.log import Clock
+    from ..evaluation.ranks import EvalGroup
     from ..report.publish import check_table_outputs
-    from ._eval_group import EvalGroup
-    from ._eval_log import Clock
-    from ._eval_write import check_collisions, claim_output, write_summary
 
     clock, (jobs, inputs) = Clock(), plan(args)  # every rank alike: the same refusals end all
     check_collisions(args, jobs, inputs)  # two outputs at one path, an output over an input

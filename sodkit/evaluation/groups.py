@@ -29,7 +29,7 @@ from ..errors import DataError, UserError
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
-    from ._eval_methods import Naming
+    from .methods import Naming
 
 SEPARATOR = "/"  # between group and stem in a frame's key (never in a file name)
 _TAIL = re.compile(r"(\d+)$")
@@ -104,7 +104,7 @@ def list_groups(folder: Path, frames: slice | None) -> tuple[dict[str, Path], di
 def group_matcher(every: dict[str, set[str]]) -> Callable[..., tuple[dict[str, Path], list[str]]]:
     """A ``match_files`` for grouped keys: each group's predictions in the method's sub-folder
     of that name; files of frames cut by ``--frames`` are neither matched nor extra."""
-    from ._eval_methods import Naming, match_files
+    from .methods import Naming, match_files
 
     def match(naming: Naming, stems: set[str], method: str) -> tuple[dict[str, Path], list[str]]:
         wanted: dict[str, set[str]] = {}

@@ -15,9 +15,9 @@ from ..outputs import OutputFolder, check_claim, claim
 from ..outputs.folder import read_marker
 
 if TYPE_CHECKING:
-    from ._eval_group import EvalGroup
-    from ._eval_rerun import Earlier
-    from .eval import Job
+    from .job import Job
+    from .ranks import EvalGroup
+    from .rerun import Earlier
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def claim_output(out: Path, jobs: Sequence[Job], group: EvalGroup,
                  force: bool) -> DeferredFolder | None:
     """Rank 0 checks that the output folder may be claimed and the files written; a refusal
     ends every rank. Returns the (deferred) folder on rank 0, None elsewhere."""
-    from ._eval_rerun import read_earlier, warn_dropped
+    from .rerun import read_earlier, warn_dropped
 
     error, deferred = None, None
     if group.is_main:
@@ -108,7 +108,7 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
     from ..report import write_results
     from ..report.publish import write_tables
     from ..report.tables import write_eval_manifest
-    from ._eval_rerun import tables_after
+    from .rerun import tables_after
 
     folder = deferred.folder
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UserError
 
 if TYPE_CHECKING:
-    from .eval import Job
+    from .job import Job
 
 logger = logging.getLogger(__name__)
 

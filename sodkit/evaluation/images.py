@@ -12,7 +12,7 @@ from ..errors import UserError
 from ..text import plural
 
 if TYPE_CHECKING:
-    from .eval import Job
+    from .job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def assign_images(args: argparse.Namespace, jobs: list[Job], families: tuple[str
         split: ``eval._split`` (``[NAME=]DIR``); listed: ``eval._listed`` (stems, shortened).
     """
     from ..metrics.families import reads_images
-    from ._eval_toolkit import list_named
+    from .toolkit import list_named
 
     namings = getattr(args, "image_namings", {})
     if not reads_images(families):

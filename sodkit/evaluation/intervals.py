@@ -17,7 +17,6 @@ import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from ..errors import UserError
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
     from ..outputs import OutputFolder
-    from .eval import Job
+    from .job import CiOptions, Job
 
 logger = logging.getLogger(__name__)
 
@@ -35,15 +34,6 @@ FILES = ("ci.json", "ci.csv")
 FEW_SAMPLES = 30  # below this many images (groups) the intervals get a warning
 CSV_COLUMNS = ("method", "metric", "value", "low", "high", "baseline", "difference",
                "difference_low", "difference_high", "p", "excludes_zero")
-
-
-@dataclass(frozen=True)
-class CiOptions:
-    """What ``--ci`` asked for."""
-
-    resamples: int
-    seed: int
-    baseline: str | None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +60,8 @@ def options(args: argparse.Namespace, methods: Sequence[str]) -> CiOptions | Non
     if args.baseline is not None and args.baseline not in methods:
         raise UserError(f"--baseline {args.baseline}: no method of that name; the methods are "
                         f"{', '.join(methods)}")
+    from .job import CiOptions
+
     return CiOptions(args.ci_resamples, args.ci_seed, args.baseline)
 
 
@@ -79,7 +71,7 @@ def check_resampled(job: Job, chosen: CiOptions) -> None:
     enough images (groups) to resample (:data:`~sodkit.metrics.bootstrap.MIN_SAMPLES`, a
     warning below :data:`FEW_SAMPLES`); and the resampled values fit their memory bound."""
     from ..metrics.bootstrap import MAX_KEPT_BYTES, MIN_SAMPLES, kept_bytes, key_count
-    from ._eval_groups import SEPARATOR
+    from .groups import SEPARATOR
 
     total = len(job.gts)
     for method, files in job.preds.items():
@@ -119,7 +111,7 @@ def write_ci(out_dir: Path, metrics: dict[str, SODMetrics], chosen: CiOptions,
 
     from ..metrics.bootstrap import bootstrap
     from ..progress import Progress
-    from ._eval_groups import SEPARATOR
+    from .groups import SEPARATOR
 
     records = {m: metric.records() for m, metric in metrics.items()}
     groups, points = None, None

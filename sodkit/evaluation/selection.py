@@ -28,8 +28,8 @@ from ..errors import DataError, UserError
 from ..text import noun_for, plural
 
 if TYPE_CHECKING:
-    from ._eval_methods import Method
-    from .eval import Job
+    from .job import Job
+    from .methods import Method
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +47,9 @@ def names_option(text: str) -> list[str]:
 
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of this module and ``--groups`` / ``--frames`` (``_eval_groups``), under
+    """The options of this module and ``--groups`` / ``--frames`` (``groups``), under
     their own heading in ``--help``."""
-    from ._eval_groups import add_group_arguments
+    from .groups import add_group_arguments
 
     group = parser.add_argument_group("selection (methods, datasets, images)")
     for kind in ("methods", "datasets"):
@@ -146,7 +146,7 @@ def stem_lists(specs: Sequence[str], datasets: Sequence[str], several: bool,
         split: ``eval._split``.
         namings: a dataset's GT prefix and suffix (``--datasets``), taken off listed names.
     """
-    from ._eval_toolkit import named_stem
+    from .toolkit import named_stem
 
     lists: dict[str, list[str]] = {}
     for spec in specs:
@@ -195,10 +195,10 @@ def pair_method(job: Job, method: Method, dataset: str | None, allow_missing: bo
     Args:
         dataset: the ``--gt`` name (None: a single unnamed GT folder).
         shorten: ``eval._listed`` (stems, shortened).
-        match: how a folder's files match the stems (default ``_eval_methods.match_files``;
-            ``--groups``: ``_eval_groups.group_matcher``).
+        match: how a folder's files match the stems (default ``methods.match_files``;
+            ``--groups``: ``groups.group_matcher``).
     """
-    from ._eval_methods import match_files
+    from .methods import match_files
 
     match = match or match_files
     naming = method.for_dataset(dataset)

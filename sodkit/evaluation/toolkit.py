@@ -12,14 +12,14 @@ The toolkit (``utils/generate_info.py``, ``metrics/image_metrics.py``) describes
   skipped for it (the toolkit says "does not have results").
 
 The dataset file becomes ``--gt NAME=DIR`` (with its prefix and suffix), ``--images NAME=DIR``
-(read only when a family needs the images, CCM: ``--compute all`` then includes it) and
-``--list NAME=FILE``; the method file becomes methods with a naming per dataset
-(``_eval_methods``). Both are input from anywhere: read with YAML's safe loader within its size
-bound, every name checked as a dataset or method name, prefixes and suffixes as parts of a file
-name (no path separator, no control character), and relative paths taken relative to the JSON
-file's folder (the toolkit takes them relative to where it runs; absolute paths, the usual,
-work as they are). One difference stays: where predictions are missing the toolkit evaluates
-the names both sides have, silently; sodkit names the missing ones and needs
+(read only when a family needs the images, CCM: ``--compute all`` then includes it) and ``--list
+NAME=FILE``; the method file becomes methods with a naming per dataset
+(``methods.toolkit_methods``). Both are input from anywhere: read with YAML's safe loader within
+its size bound, every name checked as a dataset or method name, prefixes and suffixes as parts
+of a file name (no path separator, no control character), and relative paths taken relative to
+the JSON file's folder (the toolkit takes them relative to where it runs; absolute paths, the
+usual, work as they are). One difference stays: where predictions are missing the toolkit
+evaluates the names both sides have, silently; sodkit names the missing ones and needs
 ``--allow-missing`` for that.
 """
 
@@ -89,24 +89,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "and index files, as --gt / --images / --list")
 
 
-def toolkit_methods(data: dict[str, Any], path: Path) -> list:
-    """The methods of PySODEvalToolkit's method JSON (see the module docstring)."""
-    from ..paths import check_name
-    from ._eval_methods import Method, Naming
-
-    methods = []
-    for name, datasets in data.items():
-        where = f"--methods {path}: {name}"
-        checked = check_name(name, f"--methods {path}: a method's name", "MINet")
-        overrides = {}
-        for dataset, value in datasets.items():
-            if not isinstance(dataset, str) or not dataset.isprintable():
-                raise UserError(f"{where}: {dataset!r} is not a dataset's name")
-            overrides[dataset] = Naming(*entry(value, path.parent, f"{where}.{dataset}"))
-        methods.append(Method(checked, Naming(path.parent), overrides, only_listed=True))
-    return methods
-
-
 def add_datasets_file(args: argparse.Namespace) -> None:
     """``--datasets FILE`` as ``--gt`` / ``--images`` / ``--list`` options of each dataset it
     names (``args.gt_namings`` / ``args.image_namings``: the prefix and suffix of each)."""
@@ -150,13 +132,22 @@ def _expand(args: argparse.Namespace, path: Path) -> None:
             args.stem_list.append(f"{name}={path.parent / Path(index).expanduser()}")
 
 
+def strip_extension(suffix: str) -> tuple[str, str | None]:
+    """A suffix without the image extension it may end with (the toolkit's ``.png``), and that
+    extension (None: it names none)."""
+    from ..imageio import IMAGE_EXTENSIONS
+
+    for extension in IMAGE_EXTENSIONS:
+        if suffix.lower().endswith(extension):
+            return suffix[: -len(extension)], extension
+    return suffix, None
+
+
 def list_named(folder: Path, prefix: str, suffix: str) -> dict[str, Path]:
     """``{name: file}`` of the image files of ``folder`` named ``<prefix><name><suffix>``
     (a suffix may end with the extension, as the toolkit's do); two files of one name are an
     error naming both."""
     from ..imageio import IMAGE_EXTENSIONS, list_images
-    from ._eval_methods import _strip_extension as strip_extension
-
     if not prefix and not suffix:
         return list_images(folder)
     if not folder.is_dir():
@@ -180,8 +171,6 @@ def list_named(folder: Path, prefix: str, suffix: str) -> dict[str, Path]:
 def named_stem(stem: str, naming: tuple[str, str] | None) -> str:
     """A listed stem as the dataset names it: ``gt_0001`` -> ``0001`` for prefix ``gt_`` (the
     toolkit's index files list whole file names)."""
-    from ._eval_methods import _strip_extension as strip_extension
-
     if not naming:
         return stem
     prefix, core = naming[0], strip_extension(naming[1])[0]

@@ -19,9 +19,9 @@ from ..text import plural
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
-    from ._eval_group import EvalGroup
-    from ._eval_pool import MeasurePool
-    from .eval import Job
+    from .job import Job
+    from .pool import MeasurePool
+    from .ranks import EvalGroup
 
 logger = logging.getLogger(__name__)
 
