@@ -12,7 +12,7 @@
   warning giving the counts, and skips a method that lacks a whole dataset with one line.
   Without it a missing prediction stays an error (comparing methods on different images is a
   choice the user makes). Each method's images keep their dataset index, so the records of a
-  method with gaps merge as exactly as full ones (``eval.measure``).
+  method with gaps merge as exactly as full ones (``measure.measure``).
 """
 
 from __future__ import annotations
@@ -44,28 +44,6 @@ def names_option(text: str) -> list[str]:
     if not all(names):
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME,NAME,... with no empty name")
     return names
-
-
-def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of this module and ``--groups`` / ``--frames`` (``groups``), under
-    their own heading in ``--help``."""
-    from .groups import add_group_arguments
-
-    group = parser.add_argument_group("selection (methods, datasets, images)")
-    for kind in ("methods", "datasets"):
-        group.add_argument(f"--include-{kind}", type=names_option, metavar="NAME,...",
-                           help=f"evaluate only these {kind} (names as in the results)")
-        group.add_argument(f"--exclude-{kind}", type=names_option, metavar="NAME,...",
-                           help=f"leave these {kind} out")
-    group.add_argument("--list", action="append", default=[], metavar="[NAME=]FILE",
-                       dest="stem_list",
-                       help="evaluate only the GT stems this text file lists (one a line; paths "
-                            "and extensions are cut off; '#' starts a comment); repeat as "
-                            "NAME=FILE per --gt NAME")
-    group.add_argument("--allow-missing", action="store_true",
-                       help="evaluate each method on the GT stems it has predictions for (a "
-                            "warning gives the counts); a method without a dataset is skipped")
-    add_group_arguments(group)
 
 
 def select(names: Sequence[str], include: Sequence[str] | None, exclude: Sequence[str] | None,
@@ -143,7 +121,7 @@ def stem_lists(specs: Sequence[str], datasets: Sequence[str], several: bool,
         specs: the ``--list`` values, ``[NAME=]FILE``.
         datasets: the datasets evaluated (after ``--include/--exclude-datasets``).
         several: whether several ``--gt`` were given (then each list must be named).
-        split: ``eval._split``.
+        split: ``plan.split_spec``.
         namings: a dataset's GT prefix and suffix (``--datasets``), taken off listed names.
     """
     from .toolkit import named_stem
@@ -194,7 +172,7 @@ def pair_method(job: Job, method: Method, dataset: str | None, allow_missing: bo
 
     Args:
         dataset: the ``--gt`` name (None: a single unnamed GT folder).
-        shorten: ``eval._listed`` (stems, shortened).
+        shorten: ``plan.listed`` (stems, shortened).
         match: how a folder's files match the stems (default ``methods.match_files``;
             ``--groups``: ``groups.group_matcher``).
     """

@@ -25,11 +25,13 @@ evaluates the names both sides have, silently; sodkit names the missing ones and
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
+
+if TYPE_CHECKING:
+    from .request import EvalRequest
 
 _ENTRY_KEYS = {"path", "prefix", "suffix"}
 _DATASET_KEYS = {"mask", "image", "index_file"}
@@ -75,32 +77,18 @@ def entry(value: Any, base: Path, where: str) -> tuple[Path, str, str]:
             affix(value.get("suffix"), f"{where}.suffix"))
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--methods`` and ``--datasets``: the files that name what to evaluate."""
-    from ..argtypes import user_path
-
-    parser.add_argument("--methods", action="append", default=[], metavar="FILE",
-                        type=user_path,
-                        help="methods to evaluate: sodkit's YAML/JSON list (name, folder, "
-                             "prefix, suffix, per-dataset overrides) or PySODEvalToolkit's "
-                             "method JSON; repeatable")
-    parser.add_argument("--datasets", metavar="FILE", type=user_path,
-                        help="PySODEvalToolkit's dataset JSON: each dataset's mask (GT), image "
-                             "and index files, as --gt / --images / --list")
-
-
-def add_datasets_file(args: argparse.Namespace) -> None:
+def add_datasets_file(request: EvalRequest) -> None:
     """``--datasets FILE`` as ``--gt`` / ``--images`` / ``--list`` options of each dataset it
-    names (``args.gt_namings`` / ``args.image_namings``: the prefix and suffix of each)."""
-    args.gt_namings, args.image_namings = {}, {}
-    if getattr(args, "datasets", None):
-        _expand(args, Path(args.datasets))
-    if not args.gt:
+    names (``request.gt_namings`` / ``request.image_namings``: the prefix and suffix of each)."""
+    request.gt_namings, request.image_namings = {}, {}
+    if request.datasets_file:
+        _expand(request, Path(request.datasets_file))
+    if not request.gt:
         raise UserError("name the GT masks: --gt [NAME=]DIR, or --datasets FILE (a "
                         "PySODEvalToolkit dataset JSON)")
 
 
-def _expand(args: argparse.Namespace, path: Path) -> None:
+def _expand(request: EvalRequest, path: Path) -> None:
     from ..config.yamlio import read_yaml
     from ..output_names import check_dataset_name
 
@@ -119,17 +107,17 @@ def _expand(args: argparse.Namespace, path: Path) -> None:
             raise UserError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: "
                             f"{', '.join(sorted(_DATASET_KEYS))}")
         folder, *naming = entry(value["mask"], path.parent, f"{where}.mask")
-        args.gt.append(f"{name}={folder}")
-        args.gt_namings[name] = tuple(naming)
+        request.gt.append(f"{name}={folder}")
+        request.gt_namings[name] = tuple(naming)
         if "image" in value:
             folder, *naming = entry(value["image"], path.parent, f"{where}.image")
-            args.images.append(f"{name}={folder}")
-            args.image_namings[name] = tuple(naming)
+            request.images.append(f"{name}={folder}")
+            request.image_namings[name] = tuple(naming)
         if value.get("index_file"):
             index = value["index_file"]
             if not isinstance(index, str) or not index.isprintable():
                 raise UserError(f"{where}.index_file: expected a file's path as text")
-            args.stem_list.append(f"{name}={path.parent / Path(index).expanduser()}")
+            request.stem_list.append(f"{name}={path.parent / Path(index).expanduser()}")
 
 
 def strip_extension(suffix: str) -> tuple[str, str | None]:
