@@ -97,7 +97,7 @@ def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     """``--include-*`` / ``--exclude-*``, ``--list``, ``--allow-missing``
     (:mod:`sodkit.evaluation.selection`) and ``--groups`` / ``--frames``
     (:mod:`sodkit.evaluation.groups`), under their own heading in ``--help``."""
-    from ..evaluation.selection import names_option
+    from ..include_exclude import names_option
 
     group = parser.add_argument_group("selection (methods, datasets, images)")
     for kind in ("methods", "datasets"):

@@ -115,12 +115,13 @@ def _families(request: EvalRequest) -> tuple[str, ...]:
 def plan(request: EvalRequest) -> tuple[list[Job], list[Path]]:
     """Datasets and methods of the request, every pair checked before any is measured;
     also every input folder (for the checks of what may be written)."""
+    from ..include_exclude import select
     from ..paths import check_not_input, inside
     from .groups import check_group_options, group_matcher, list_groups
     from .images import assign_images
     from .intervals import check_resampled, options
     from .job import Job
-    from .selection import keep_listed, pair_method, select, stem_lists
+    from .selection import keep_listed, pair_method, stem_lists
     from .toolkit import add_datasets_file, list_named
     from .trimaps import assign_trimaps
 

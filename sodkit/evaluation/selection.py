@@ -3,7 +3,8 @@
 
 * ``--include-methods`` / ``--exclude-methods`` / ``--include-datasets`` /
   ``--exclude-datasets`` take comma-separated names; a name that matches nothing is an error
-  naming the known ones (a typo must not silently evaluate everything).
+  naming the known ones (a typo must not silently evaluate everything): the rule of
+  :mod:`sodkit.include_exclude`, which ``sodkit report`` shares.
 * ``--list [NAME=]FILE`` keeps the GT stems a text file lists (one a line; a path or a file name
   is cut to its stem, so a dataset's ``test.lst`` works as it is). The file comes from anywhere:
   its size is bounded before it is read, it must be UTF-8 text, and each stem is checked (no
@@ -17,7 +18,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -36,32 +36,6 @@ logger = logging.getLogger(__name__)
 MAX_LIST_BYTES = 32 << 20  # 32 MiB: a million stems of 30 characters
 MAX_STEM = 255  # a file name's limit on common file systems
 _COMMENT = "#"
-
-
-def names_option(text: str) -> list[str]:
-    """``A,B,C`` -> ``["A", "B", "C"]`` (argparse type; empty names refused)."""
-    names = [name.strip() for name in text.split(",")]
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME,NAME,... with no empty name")
-    return names
-
-
-def select(names: Sequence[str], include: Sequence[str] | None, exclude: Sequence[str] | None,
-           what: str) -> list[str]:
-    """``names`` (in their order) kept by ``--include-<what>`` and ``--exclude-<what>``.
-
-    Raises:
-        UserError: a name in either option matches none of ``names``, or nothing is left.
-    """
-    for option, asked in (("include", include), ("exclude", exclude)):
-        unknown = [name for name in asked or () if name not in names]
-        if unknown:
-            raise UserError(f"--{option}-{what} {','.join(unknown)}: no such {what[:-1]}; "
-                            f"known: {', '.join(names)}")
-    kept = [n for n in names if (include is None or n in include) and n not in (exclude or ())]
-    if not kept:
-        raise UserError(f"--include-{what} / --exclude-{what} leave no {what[:-1]} to evaluate")
-    return kept
 
 
 def _line_stem(line: str) -> str:
