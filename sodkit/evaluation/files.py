@@ -91,14 +91,10 @@ def claim_output(out: Path, jobs: Sequence[Job], ranks: Ranks,
 def write_job(job: Job, results: dict[str, dict[str, Any]], table: dict[str, dict[str, float]],
               rows: list[dict[str, str]], deferred: DeferredFolder) -> None:
     """One dataset's tables, curves and per-image scores."""
-    from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
+    from ..report import write_result_files
 
-    folder = deferred.folder
-
-    write_results(table, job.out_dir, row_label="method", outputs=folder)
-    write_curves_json(results, job.out_dir, outputs=folder)
-    write_per_image_csv(rows, job.out_dir, outputs=folder)
-    plot_curves(results, job.out_dir, outputs=folder, kinds=job.curves)
+    write_result_files(table, results, rows, job.out_dir, deferred.folder, "method",
+                       kinds=job.curves)
 
 
 def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]],
