@@ -141,7 +141,7 @@ def write_eval_manifest(out: Path, datasets: Mapping[str, tuple[Path, Sequence[P
     """``evaluation.json`` of ``sodkit eval`` from ``{dataset: (its folder, the files read)}``:
     ``datasets`` maps each to its sub-folder of ``out`` ("." for ``out`` itself), ``inputs`` to
     the folders its per-image rows name (what ``sodkit report`` may show images of), ``tables``
-    the paper tables written from it (``commands/_eval_rerun``)."""
+    the paper tables written from it (``sodkit.evaluation.rerun``)."""
     from .confine import folders_of
 
     manifest = {"kind": "eval",
@@ -185,7 +185,7 @@ def curve_figure(curves: Mapping[str, Mapping[str, Any]], name: str) -> Any:
     """The matplotlib ``Figure`` of one kind of curve (``pr``, ``fm``, ``em``, ``iou``,
     ``dice``), a line per label that has it (what :func:`plot_curves` saves)."""
     # A bare Figure renders with Agg and needs no pyplot: no global figure state to close,
-    # and 0.1-0.2 s less to import (sodkit eval's fixed cost; PERF notes in commands/eval.py).
+    # and 0.1-0.2 s less to import (sodkit eval's fixed cost: evaluation.run._preload_plotting).
     from matplotlib.figure import Figure
 
     from .curve_kinds import KINDS, points
