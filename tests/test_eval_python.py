@@ -55,8 +55,9 @@ def test_an_evaluation_from_python_equals_the_command(folders: Path, capsys) -> 
     ("ci_resamples", 5, "ci_resamples: must be in [100, 1000000], got 5"),
     ("curves", ("pr", "roc"), "curves: 'pr,roc': choose from"),
     ("include_methods", "a", "include_methods: expected a list of names"),
+    ("out", "", "out: name the folder for the results"),
 ])
 def test_a_bad_value_is_refused_in_one_line(field: str, value: object, said: str) -> None:
     with pytest.raises(UserError) as refused:
-        EvalRequest(gt=["gt"], pred=["a"], out="out", **{field: value})
+        EvalRequest(**{"gt": ["gt"], "pred": ["a"], "out": "out", field: value})
     assert str(refused.value).startswith(said), refused.value

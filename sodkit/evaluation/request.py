@@ -36,9 +36,9 @@ class EvalRequest:
         EvalRequest(gt=["ECSSD=data/ECSSD/GT"], pred=["MINet=preds/MINet"], out="results")
     """
 
-    # what is measured
-    gt: list[str] = field(default_factory=list)  # --gt [NAME=]DIR
-    out: str | Path = ""  # --out
+    # what is measured, and where the results go
+    gt: list[str]  # --gt [NAME=]DIR (empty: the datasets_file names them)
+    out: str | Path  # --out
     pred: list[str] = field(default_factory=list)  # --pred [NAME=]DIR[:SUFFIX]
     method_files: list[str | Path] = field(default_factory=list)  # --methods FILE
     datasets_file: str | Path | None = None  # --datasets FILE (PySODEvalToolkit's JSON)
@@ -80,6 +80,8 @@ class EvalRequest:
                                                       repr=False)
 
     def __post_init__(self) -> None:
+        if not str(self.out).strip():
+            raise UserError("out: name the folder for the results (--out)")
         bounds = {"workers": int_in(1), "ci_resamples": int_in(100, 1_000_000),
                   "ci_seed": int_in(0), "decimals": int_in(0, 9)}
         for name, parse in bounds.items():
