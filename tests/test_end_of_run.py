@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import sodkit.engine.trainer as trainer_module
+import sodkit.report.html as report_module
 from sodkit.cli import main
 from sodkit.errors import EXIT_PREEMPTED
 from tests.sod_fixtures import tiny_overrides
@@ -34,8 +35,10 @@ def train(data_root: Path, out: Path, *extra: str) -> int:
 
 
 def signal_at(monkeypatch, name: str, call: int) -> None:
-    """SIGTERM this process as ``trainer.<name>`` is called for the ``call``-th time."""
-    original = getattr(trainer_module, name)
+    """SIGTERM this process as ``trainer.<name>`` (the report: the command's writer, which the
+    trainer calls) is called for the ``call``-th time."""
+    module = report_module if name == "write_run_report" else trainer_module
+    original = getattr(module, name)
     calls = []
 
     def wrapped(*args, **kwargs):
@@ -44,7 +47,7 @@ def signal_at(monkeypatch, name: str, call: int) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, name, wrapped)
+    monkeypatch.setattr(module, name, wrapped)
 
 
 def checkpoint(run: Path, name: str = "last.pt") -> dict:

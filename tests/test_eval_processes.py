@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.commands._eval_pool import MIN_IMAGES, fork_is_safe, runs, worth_processes
+from sodkit.evaluation.pool import MIN_IMAGES, fork_is_safe, runs, worth_processes
 from sodkit.metrics.testing import realistic_pair
 from tests import processes
 
@@ -100,7 +100,7 @@ def test_the_command_forks_its_workers_and_writes_the_same_files(datasets, tmp_p
     assert not fork_is_safe()
     fresh = processes.run(
         [sys.executable, "-c", "import sodkit.resources as r; r.mark_started_by_command(); "
-         "from sodkit.commands._eval_pool import fork_is_safe; print(fork_is_safe())"])
+         "from sodkit.evaluation.pool import fork_is_safe; print(fork_is_safe())"])
     assert fresh.stdout.strip() == "True", fresh.stderr
     assert _eval(datasets, tmp_path / "one", "--workers", "1") == 0
     done = processes.run(

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from sodkit.commands._eval_read import MAX_AHEAD_BYTES, pair_bytes, prefetch
+from sodkit.evaluation.read_ahead import MAX_AHEAD_BYTES, pair_bytes, prefetch
 
 
 def test_reads_ahead_are_bounded_by_bytes_and_come_in_order():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.commands._eval_select import MAX_LIST_BYTES
+from sodkit.evaluation.selection import MAX_LIST_BYTES
 from sodkit.metrics.testing import realistic_pair
 from tests.metrics_fixtures import assert_matches_reference, reference_metrics
 

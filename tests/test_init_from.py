@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from sodkit.config import Config, ConfigError, ModelCfg, to_dict
-from sodkit.engine.init_from import describe, init_model
+from sodkit.engine.init_from import init_model
 from sodkit.errors import UserError
 from sodkit.model_file import file_sha256, write_model_file
 from sodkit.network import NETWORKS, build_network
+from sodkit.report.training import describe_init as describe
 
 
 def _cfg(name: str = "fpn", **model: object) -> Config:

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
 
     from ..data import build_test_loaders
-    from ..engine.evaluator import eval_output_paths, evaluate, write_eval_outputs
+    from ..engine.evaluator import eval_output_paths, evaluate
     from ..engine.logging import close_log_file, setup_logging
     from ..engine.position import checkpoint_position
     from ..engine.runtime import Runtime
@@ -109,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     from ..network import build_network
     from ..outputs import claim, remove_run_folder
     from ..paths import check_not_input
+    from ..report.html import write_run_report
+    from ..report.run_results import write_eval_outputs
     from ..resources import keep_freed_memory
     from ..torchfile import load_checkpoint
 
@@ -143,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         result = evaluate(model, loaders, runtime, cfg, pred_root)
         if runtime.is_main:
             write_eval_outputs(result, folder)
+            write_run_report(folder)
             logger.info("results written to %s", out / "results.json")
     finally:
         close_log_file(out / "test.log")  # a later run in this process logs elsewhere

@@ -56,6 +56,7 @@ def _train(args: argparse.Namespace, stop: StopRequest) -> int:
     from ..engine.runtime import Runtime
     from ..engine.trainer import Trainer
     from ..outputs import claim, remove_run_folder
+    from ..report.html import write_run_report
 
     stop.before_training()
     runtime = Runtime(cfg.runtime)
@@ -82,7 +83,7 @@ def _train(args: argparse.Namespace, stop: StopRequest) -> int:
         setup_logging(run_dir / "train.log", runtime.is_main)
         if state is not None:
             logger.info("resumed from %s at %s", resume, trainer.position())
-        trainer.fit(stop)
+        trainer.fit(stop, report=write_run_report)  # report.html: after the final save
     finally:
         close_log_file(run_dir / "train.log")  # a later run in this process logs elsewhere
         runtime.close()

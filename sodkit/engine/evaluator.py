@@ -4,18 +4,16 @@ Each rank runs its own contiguous shard of every test set once (no padding dupli
 per-image metric records, and rank 0 merges all records and computes the final numbers once, so a
 distributed evaluation gives exactly the single-process numbers. The prediction is quantised to
 uint8 here, once, and that array is both written as PNG and measured: evaluating the saved PNGs
-later gives the same numbers.
+later gives the same numbers. The :class:`~sodkit.report.run_results.EvalResult` returned is
+written to the run folder by :mod:`sodkit.report.run_results` (the trainer, ``sodkit test``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -26,28 +24,15 @@ from torch.utils.data import DataLoader
 from ..config import Config
 from ..errors import Preempted, UserError
 from ..imageio import encode_mask
-from ..metrics import SODMetrics, scalar_metrics
+from ..metrics import SODMetrics
 from ..outputs import OutputFolder
 from ..paths import inside
 from ..progress import Progress
-from ..visualize import SAMPLE_COLUMNS, denormalize, labelled_grid, to_rgb
+from ..report.run_results import EVAL_FILES, EvalResult
+from ..visualize import denormalize, to_rgb
 from .runtime import Runtime, eval_mode
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class EvalResult:
-    """Rank 0 holds the merged metrics; other ranks hold empty dicts."""
-
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataset -> compute()
-    samples: list[list[np.ndarray]] = field(default_factory=list)  # rows of image | GT | pred
-    sample_names: list[tuple[str, str]] = field(default_factory=list)  # (dataset, stem) a row
-    per_image: list[dict[str, str]] = field(default_factory=list)  # results_per_image.csv rows
-    folders: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # datasets.json
-
-    def scalars(self) -> dict[str, dict[str, float]]:
-        return {name: scalar_metrics(result) for name, result in self.metrics.items()}
 
 
 class MaskWriter:
@@ -264,85 +249,11 @@ def _input_folders(pairs: list) -> dict[str, list[str]]:
             "masks": folders_of(p.mask for p in pairs)}
 
 
-def samples_image(result: EvalResult) -> tuple[np.ndarray, dict[str, str]] | None:
-    """``samples.png``: image | GT | prediction under column titles, each row with its name,
-    MAE and S-measure (from the per-image scores), and the same as the PNG's text."""
-    if not result.samples:
-        return None
-    scores = {(row["dataset"], row["stem"]): row for row in result.per_image}
-    labels, lines = [], []
-    for dataset, stem in result.sample_names:
-        row = scores.get((dataset, stem), {})
-        mae, s = (float(row[k]) if k in row else math.nan for k in ("MAE", "Smeasure"))
-        labels.append([stem[:24], f"MAE {mae:.4f}", f"S {s:.4f}"])
-        lines.append(f"{dataset}/{stem}: MAE {mae:.4f}, Smeasure {s:.4f}")
-    grid = labelled_grid(result.samples, SAMPLE_COLUMNS, labels)
-    return grid, {"Columns": " | ".join(SAMPLE_COLUMNS), "Rows": "\n".join(lines)}
-
-
-EVAL_FILES = ("results.json", "results.md", "results.csv", "results_per_image.csv",
-              "datasets.json", "curves.json", "curves/pr.png", "curves/fm.png", "samples.png",
-              "report.html")
-
-
 def eval_output_paths(run_dir: Path, loaders: dict[str, DataLoader],
                       pred_root: Path | None) -> list[Path]:
-    """Every file :func:`evaluate` and :func:`write_eval_outputs` may write (to check them
-    before any work: see ``OutputFolder.check``)."""
+    """Every file :func:`evaluate` and ``write_eval_outputs`` (:mod:`sodkit.report.run_results`)
+    may write, report.html included (to check them before any work: ``OutputFolder.check``)."""
     paths = [run_dir / name for name in EVAL_FILES]
     for name, loader in loaders.items() if pred_root is not None else ():
         paths += [inside(pred_root, name, f"{pair.stem}.png") for pair in loader.dataset.pairs]
     return paths
-
-
-def _output_folder(run_dir: Path | OutputFolder) -> tuple[OutputFolder, Path]:
-    if isinstance(run_dir, OutputFolder):
-        return run_dir, run_dir.root
-    return OutputFolder.at(run_dir), Path(run_dir)
-
-
-def write_eval_outputs(result: EvalResult, run_dir: Path | OutputFolder,
-                       report: bool = True) -> None:
-    """results.{json,md,csv}, results_per_image.csv, datasets.json, curves.json,
-    curves/{pr,fm}.png, samples.png and (unless ``report`` is false: training writes it after
-    its final save, so that it lists the final checkpoints) report.html in the run folder (rank
-    0). ``run_dir``: the folder, or the output folder a command claimed (its rules apply: see
-    :mod:`sodkit.outputs`)."""
-    from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
-    from ..visualize import encode_rgb, png_with_text
-
-    outputs, run_dir = _output_folder(run_dir)
-    scalars = result.scalars()
-    write_results(scalars, run_dir, row_label="dataset", outputs=outputs)
-    write_per_image_csv(result.per_image, run_dir, outputs=outputs)
-    write_curves_json(result.metrics, run_dir, outputs=outputs)
-    plot_curves(result.metrics, run_dir / "curves", outputs=outputs)
-    outputs.write_text(run_dir / "datasets.json", json.dumps(result.folders, indent=2) + "\n")
-    samples = samples_image(result)
-    if samples is not None:
-        outputs.write_bytes(run_dir / "samples.png", png_with_text(encode_rgb(samples[0]),
-                                                                   samples[1]))
-    from ..metrics.keys import summary_line
-
-    for name, values in scalars.items():
-        logger.info("%s: %s", name, summary_line(values))
-    if report:
-        write_run_report(outputs)
-
-
-def write_run_report(run_dir: Path | OutputFolder) -> None:
-    """``report.html`` of the folder; a failure is a warning: the results are written already
-    (a refusal to replace a changed file too, and it says so)."""
-    from ..errors import UserError
-    from ..report.html import build_report
-    from ..report.sources import load_sources
-
-    outputs, run_dir = _output_folder(run_dir)
-    try:
-        page = build_report(load_sources([run_dir]))
-        outputs.write_text(run_dir / "report.html", page)
-        logger.info("report: %s", run_dir / "report.html")
-    except UserError as exc:
-        logger.warning("report.html not written: %s", exc)
-    except Exception:  # never lose a finished run over its report
-        logger.warning("report.html not written", exc_info=True)

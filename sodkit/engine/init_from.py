@@ -182,19 +182,3 @@ def init_model(net: Any, cfg: Config) -> dict[str, Any] | None:
               "weights": source["weights_of"], "loaded": len(loaded),
               "fresh": len(mine) - len(loaded), "exclude": list(model.init_exclude)}
     return record
-
-
-def describe(record: dict[str, Any], past: bool = False) -> str:
-    """The record as one sentence (the log and the report, which reads it from a checkpoint of
-    any origin: every value is shown as text, whatever its type); ``past``: as a resumed run
-    says what its start did."""
-    which = {"ema": ", its EMA weights", "model": ", its model weights"}.get(
-        str(record.get("weights")), "")
-    exclude = record.get("exclude")
-    under = ", ".join(map(str, exclude)) if isinstance(exclude, list) else str(exclude)
-    were, was = (" were", " was") if past else ("", "")
-    fresh = (f"{record.get('fresh')} tensors{were} left at their fresh initialisation (under "
-             f"{under})" if record.get("fresh") else
-             f"nothing{was} left at its fresh initialisation")
-    return (f"{record.get('loaded')} tensors{were} loaded from {record.get('file')} "
-            f"({record.get('kind')}{which}; sha256 {record.get('sha256')}); {fresh}")

@@ -12,7 +12,7 @@ import itertools
 import logging
 import math
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,15 @@ from ..module import freeze_batchnorm
 from ..network import build_network
 from ..optim import build_optimizer, build_scheduler, step_scheduler
 from ..progress import format_rate
+from ..report.run_results import EvalResult, write_eval_outputs
+from ..report.training import describe_init
 from ..text import plural
 from ..torchfile import FORMAT as CHECKPOINT_FORMAT
 from ..visualize import denormalize, make_grid, to_rgb
 from .at_start import evaluate_start
 from .checkpoint import CheckpointManager
 from .ema import EMA
-from .evaluator import EvalResult, evaluate, write_eval_outputs, write_run_report
-from .init_from import describe as describe_init
+from .evaluator import evaluate
 from .init_from import init_model
 from .logging import Progress, TensorBoard, Throughput, format_seconds
 from .position import training_position
@@ -181,9 +182,10 @@ class Trainer:
         return paths
 
     # ------------------------------------------------------------------ loop
-    def fit(self, stop: StopRequest | None = None) -> EvalResult | None:
+    def fit(self, stop: StopRequest | None = None,
+            report: Callable[[Path], None] | None = None) -> EvalResult | None:
         """Train the remaining steps and evaluate; the run folder ends with results, last.pt
-        and report.html.
+        and report.html, written by the command's ``report`` (rank 0, after the final save).
 
         Each epoch's state is saved before its evaluation, and the stop handler covers the
         whole run, evaluations and writes included: a stop or a failure after an epoch never
@@ -219,7 +221,7 @@ class Trainer:
                 for epoch in range(self.epoch, cfg.train.epochs):
                     self._train_epoch(epoch, meter, stop)
                     self._end_epoch(epoch + 1)
-                return self._finish()
+                return self._finish(report)
         finally:
             self.tb.close()
 
@@ -245,7 +247,7 @@ class Trainer:
         if self._eval_due(epoch) and self.evaluated < epoch:
             self._evaluate(pred_root=None)
 
-    def _finish(self) -> EvalResult | None:
+    def _finish(self, report: Callable[[Path], None] | None) -> EvalResult | None:
         """The final evaluation and its files, last.pt with the final ``best``, then the report
         (it lists the checkpoints, so it comes after every save)."""
         result = None
@@ -255,8 +257,8 @@ class Trainer:
         else:
             logger.info("all %s are trained and evaluated; writing the report",
                         plural(self.epoch, "epoch"))
-        if self.runtime.is_main and self.test_loaders:  # a report needs results
-            write_run_report(self.run_dir)
+        if report is not None and self.runtime.is_main and self.test_loaders:  # needs results
+            report(self.run_dir)
         self.runtime.barrier()
         if self.runtime.any_rank(self.stop.received is not None)[0]:
             raise Preempted(f"stopped by {self.stop.received or 'a signal on another rank'} as "
@@ -399,7 +401,7 @@ class Trainer:
             improved = self._update_best(scalars)
             self.tb.flush()
             if pred_root is not None:
-                write_eval_outputs(result, self.run_dir, report=False)
+                write_eval_outputs(result, self.run_dir)
         improved, self.best = rt.broadcast_object((improved, self.best))
         if improved:  # state_dict gathers from every rank
             self.checkpoints.save_best(self.state_dict())

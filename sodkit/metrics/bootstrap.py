@@ -115,7 +115,7 @@ class Columns:
         each group weighing the same, as the dataset's numbers are taken: a row per group, the
         column means of its images (a value key is then the mean of the groups' values, a curve
         key the max / mean of the mean of their curves), and each family's keys as the group's
-        own summary (averaged over groups, as ``_eval_groups.average_groups`` does).
+        own summary (averaged over groups, as ``sodkit.evaluation.groups.average_groups`` does).
 
         Args:
             groups: the group label of each row (dataset-index order).

@@ -23,7 +23,7 @@ from typing import Any
 
 _TABLES = ("PER_IMAGE_COLUMNS", "STANDARD_ORDER", "markdown_table", "metric_columns",
            "per_image_rows", "plot_curves", "read_per_image_csv", "write_curves_json",
-           "write_per_image_csv", "write_results")
+           "write_per_image_csv", "write_result_files", "write_results")
 __all__ = list(_TABLES)
 
 

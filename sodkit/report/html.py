@@ -11,11 +11,12 @@ dataset, and each run's own details below.
 from __future__ import annotations
 
 import html
+import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..text import noun_for, plural
 from ..version import __version__
@@ -24,6 +25,11 @@ from .figures import curves_uri, thumbnail_uri, training_uri
 from .ranking import column_ranks, lower_is_better
 from .sources import Source, load_sources
 from .tables import STANDARD_ORDER
+
+if TYPE_CHECKING:
+    from ..outputs import OutputFolder
+
+logger = logging.getLogger(__name__)
 
 GALLERY = 4  # best and worst images shown per dataset and method
 _STYLE = """
@@ -168,12 +174,13 @@ def checkpoints_table(source: Source) -> str:
 def start_details(source: Source, h: str) -> list[str]:
     """Where a fine-tuning run started: the ``model.init_from`` record of its checkpoints and
     the starting model's numbers (``eval.at_start``)."""
-    from ..engine.init_from import describe
+    from .training import describe_init
 
     parts = []
     init = next((c["init"] for c in source.checkpoints if c.get("init")), None)
     if init is not None:
-        parts.append(f"<{h}>Initialised from (model.init_from)</{h}><p>{_e(describe(init))}</p>")
+        parts.append(f"<{h}>Initialised from (model.init_from)</{h}>"
+                     f"<p>{_e(describe_init(init))}</p>")
     if source.start:
         parts.append(f"<{h}>The starting model (epoch 0, eval.at_start)</{h}>"
                      + _datasets_table(source.start, "results-start"))
@@ -296,3 +303,21 @@ def write_report(folders: Sequence[str | Path], out: str | Path,
 
     page = build_report(load_sources(list(folders)), metrics)
     return write_atomic(out, page)
+
+
+def write_run_report(run_dir: Path | OutputFolder) -> None:
+    """``report.html`` of a run folder (``train``, ``test``: the command writes it once the
+    engine is done, rank 0); a failure is a warning: the results are written already (a refusal
+    to replace a changed file too, and it says so)."""
+    from ..errors import UserError
+    from .run_results import output_folder
+
+    outputs, run_dir = output_folder(run_dir)
+    try:
+        page = build_report(load_sources([run_dir]))
+        outputs.write_text(run_dir / "report.html", page)
+        logger.info("report: %s", run_dir / "report.html")
+    except UserError as exc:
+        logger.warning("report.html not written: %s", exc)
+    except Exception:  # never lose a finished run over its report
+        logger.warning("report.html not written", exc_info=True)

@@ -3,7 +3,7 @@
 The report does not recompute them: a folder keeps each image's scores
 (``results_per_image.csv``) but not the per-image histograms from which maxF, maxE and the
 other curve maxima are recomputed per resample, so it shows each eval output's ``ci.json``
-(``sodkit/commands/_eval_ci.py``), checked for its shape, for the comparison's metrics.
+(``sodkit/evaluation/intervals.py``), checked for its shape, for the comparison's metrics.
 """
 
 from __future__ import annotations

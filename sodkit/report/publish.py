@@ -13,7 +13,7 @@ import argparse
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..argtypes import int_in, user_path
 from ..errors import UserError
@@ -23,6 +23,20 @@ if TYPE_CHECKING:
     from .latex import Marks
 
 logger = logging.getLogger(__name__)
+
+
+class TableOptions(Protocol):
+    """What the paper tables are asked for: the options of :func:`add_table_arguments` (an
+    ``argparse.Namespace`` of ``eval`` or ``report``), or a ``sodkit.evaluation.EvalRequest``."""
+
+    latex: str | Path | None
+    latex_style: str
+    latex_ci: bool
+    latex_transpose: bool
+    xlsx: str | Path | None
+    metrics: str
+    decimals: int
+    force: bool
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +103,7 @@ def parse_metrics(text: str) -> list[str]:
     return metrics
 
 
-def check_table_outputs(args: argparse.Namespace, inputs: Sequence[Path],
+def check_table_outputs(args: TableOptions, inputs: Sequence[Path],
                         kind: str = "report") -> None:
     """Before any work: ``--metrics`` and ``--decimals`` make sense, and ``sodkit kind`` may
     write the ``--latex`` / ``--xlsx`` files."""
@@ -107,7 +121,7 @@ def check_table_outputs(args: argparse.Namespace, inputs: Sequence[Path],
         _openpyxl()
 
 
-def check_tables(comparison: Comparison, args: argparse.Namespace) -> None:
+def check_tables(comparison: Comparison, args: TableOptions) -> None:
     """Before anything is written: the results hold every metric the paper tables show."""
     if not (args.latex or args.xlsx):
         return
@@ -118,7 +132,7 @@ def check_tables(comparison: Comparison, args: argparse.Namespace) -> None:
                         f"{', '.join(sorted(known))}")
 
 
-def write_tables(comparison: Comparison, args: argparse.Namespace, kind: str = "report",
+def write_tables(comparison: Comparison, args: TableOptions, kind: str = "report",
                  marks: Marks | None = None) -> None:
     """Write ``--latex`` and ``--xlsx`` (if asked) for ``{method: {dataset: {metric: v}}}``,
     as outputs of ``sodkit kind``; ``marks``: the LaTeX table's dagger cells (``--latex-ci``)."""

@@ -1,6 +1,6 @@
 """``sodkit report --include/--exclude-{methods,datasets}``: the methods and datasets a page,
 its paper tables and its figures show (#25), with ``sodkit eval``'s rules
-(:mod:`sodkit.commands._eval_select`): names as the results hold them, an unknown name an error
+(:mod:`sodkit.include_exclude`): names as the results hold them, an unknown name an error
 naming the known ones, nothing left an error."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def add_report_selection(parser: argparse.ArgumentParser) -> None:
-    from ..commands._eval_select import names_option
+    from ..include_exclude import names_option
 
     group = parser.add_argument_group("selection")
     for kind in ("methods", "datasets"):
@@ -36,7 +36,7 @@ def _names(sources: Sequence[Source]) -> tuple[list[str], list[str]]:
 def select_sources(sources: list[Source], args: argparse.Namespace) -> list[Source]:
     """Keep, in every source, only the selected methods and datasets (results, curves and
     per-image rows alike); the sources left with results."""
-    from ..commands._eval_select import select
+    from ..include_exclude import select
 
     asked = [args.include_methods, args.exclude_methods, args.include_datasets,
              args.exclude_datasets]

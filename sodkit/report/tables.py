@@ -1,10 +1,11 @@
 """Result files: tables (JSON, Markdown, CSV), curves (PNG plots and ``curves.json``) and
 per-image scores (``results_per_image.csv``).
 
-Used by ``sodkit eval`` (a row per method) and by the trainer's evaluator (a row per dataset).
-The column order puts the numbers papers report first (MAE, S, wF, F, E), then the rest in the
-order they come. ``curves.json`` and ``results_per_image.csv`` hold what ``sodkit report``
-draws later (curves of several runs in one plot, best and worst images) without the metrics.
+Used by ``sodkit eval`` (a row per method) and by a run's evaluation (a row per dataset), both
+through :func:`write_result_files`. The column order puts the numbers papers report first (MAE,
+S, wF, F, E), then the rest in the order they come. ``curves.json`` and
+``results_per_image.csv`` hold what ``sodkit report`` draws later (curves of several runs in one
+plot, best and worst images) without the metrics.
 
 Every file goes through an output folder (:class:`sodkit.outputs.OutputFolder`): written
 atomically, recorded with its hash, and replacing only a file sodkit wrote and nobody changed.
@@ -120,13 +121,27 @@ def write_results(
     folder.write_text(out / "results.csv", table.getvalue())
 
 
+def write_result_files(table: Mapping[str, Mapping[str, float]],
+                       curves: Mapping[str, Mapping[str, Any]], rows: Sequence[Mapping[str, str]],
+                       out_dir: Path, outputs: OutputFolder, row_label: str,
+                       plots: Path | None = None, kinds: Sequence[str] = ("pr", "fm")) -> None:
+    """The files every evaluation writes, one place for ``sodkit eval`` (a row per method, a
+    folder per dataset) and a run's evaluation in ``train`` / ``test`` (a row per dataset):
+    ``results.{json,md,csv}`` of ``table``, ``curves.json`` and the ``<kind>.png`` plots (in
+    ``plots``, default ``out_dir``) of ``curves``, and ``results_per_image.csv`` of ``rows``."""
+    write_results(table, out_dir, row_label=row_label, outputs=outputs)
+    write_curves_json(curves, out_dir, outputs=outputs)
+    write_per_image_csv(rows, out_dir, outputs=outputs)
+    plot_curves(curves, plots if plots is not None else out_dir, outputs=outputs, kinds=kinds)
+
+
 def write_eval_manifest(out: Path, datasets: Mapping[str, tuple[Path, Sequence[Path]]],
                         outputs: OutputFolder | None = None,
                         tables: Mapping[str, Any] | None = None) -> None:
     """``evaluation.json`` of ``sodkit eval`` from ``{dataset: (its folder, the files read)}``:
     ``datasets`` maps each to its sub-folder of ``out`` ("." for ``out`` itself), ``inputs`` to
     the folders its per-image rows name (what ``sodkit report`` may show images of), ``tables``
-    the paper tables written from it (``commands/_eval_rerun``)."""
+    the paper tables written from it (``sodkit.evaluation.rerun``)."""
     from .confine import folders_of
 
     manifest = {"kind": "eval",
@@ -170,7 +185,7 @@ def curve_figure(curves: Mapping[str, Mapping[str, Any]], name: str) -> Any:
     """The matplotlib ``Figure`` of one kind of curve (``pr``, ``fm``, ``em``, ``iou``,
     ``dice``), a line per label that has it (what :func:`plot_curves` saves)."""
     # A bare Figure renders with Agg and needs no pyplot: no global figure state to close,
-    # and 0.1-0.2 s less to import (sodkit eval's fixed cost; PERF notes in commands/eval.py).
+    # and 0.1-0.2 s less to import (sodkit eval's fixed cost: evaluation.run._preload_plotting).
     from matplotlib.figure import Figure
 
     from .curve_kinds import KINDS, points

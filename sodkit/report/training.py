@@ -7,6 +7,8 @@
 * A checkpoint's epoch, step and best: a ``.pt`` file is a zip whose ``data.pkl`` is a pickle;
   it is read by an unpickler that builds plain dicts and inert stand-ins and never calls a
   global the file names, so no code in the file can run (and torch is not needed).
+* Where a fine-tuned run started: its checkpoints' ``model.init_from`` record, as a sentence
+  (:func:`describe_init`, which the trainer's log uses too).
 """
 
 from __future__ import annotations
@@ -178,3 +180,20 @@ def checkpoint_info(path: Path) -> dict[str, Any] | None:
     init = state.get("init") if isinstance(state.get("init"), dict) else None  # init_from
     return {"file": path.name, "epoch": state.get("epoch"), "step": state.get("step"),
             "best": best, "init": init}
+
+
+def describe_init(record: dict[str, Any], past: bool = False) -> str:
+    """A fine-tuned run's ``model.init_from`` record (:mod:`sodkit.engine.init_from`, kept in its
+    checkpoints) as one sentence: the trainer's log and the report, which reads it from a
+    checkpoint of any origin (every value is shown as text, whatever its type); ``past``: as a
+    resumed run says what its start did."""
+    which = {"ema": ", its EMA weights", "model": ", its model weights"}.get(
+        str(record.get("weights")), "")
+    exclude = record.get("exclude")
+    under = ", ".join(map(str, exclude)) if isinstance(exclude, list) else str(exclude)
+    were, was = (" were", " was") if past else ("", "")
+    fresh = (f"{record.get('fresh')} tensors{were} left at their fresh initialisation (under "
+             f"{under})" if record.get("fresh") else
+             f"nothing{was} left at its fresh initialisation")
+    return (f"{record.get('loaded')} tensors{were} loaded from {record.get('file')} "
+            f"({record.get('kind')}{which}; sha256 {record.get('sha256')}); {fresh}")

@@ -19,9 +19,9 @@ from ..text import plural
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
-    from ._eval_group import EvalGroup
-    from ._eval_pool import MeasurePool
-    from .eval import Job
+    from .job import Job
+    from .pool import MeasurePool
+    from .ranks import Ranks
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +56,11 @@ def finish(metrics: dict[str, SODMetrics]) -> None:
         metric.records()
 
 
-def measured(job: Job, group: EvalGroup, pool: MeasurePool | None, counts: Sequence[int],
+def measured(job: Job, ranks: Ranks, pool: MeasurePool | None, counts: Sequence[int],
              seconds: float) -> None:
     """The line saying the dataset's images were measured, by whom and in how long."""
-    shards = (f" by {group.world_size} processes ({' + '.join(map(str, counts))})"
-              if group.world_size > 1 else "")
+    shards = (f" by {ranks.world_size} processes ({' + '.join(map(str, counts))})"
+              if ranks.world_size > 1 else "")
     each = " each" if shards else ""
     workers = (f" with {plural(pool.workers, 'worker process')}{each}" if pool is not None
                else "")

@@ -4,7 +4,6 @@ refusal (another command's folder, a file changed by hand) costs nothing."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,9 +14,10 @@ from ..outputs import OutputFolder, check_claim, claim
 from ..outputs.folder import read_marker
 
 if TYPE_CHECKING:
-    from ._eval_group import EvalGroup
-    from ._eval_rerun import Earlier
-    from .eval import Job
+    from .job import Job
+    from .ranks import Ranks
+    from .request import EvalRequest
+    from .rerun import Earlier
 
 logger = logging.getLogger(__name__)
 
@@ -33,21 +33,20 @@ def output_paths(out: Path, jobs: Sequence[Job]) -> list[Path]:
     return paths + [job.out_dir / name for job in jobs for name in JOB_FILES]
 
 
-def check_collisions(args: argparse.Namespace, jobs: Sequence[Job], folders: list[Path]) -> None:
+def check_collisions(request: EvalRequest, jobs: Sequence[Job], folders: list[Path]) -> None:
     """Before any work: no two of eval's outputs (``--out``'s files and folders, ``--latex``,
     ``--xlsx``) are one path, and none is an input (:mod:`sodkit.collisions`)."""
     from ..collisions import Inputs, Output, check_outputs
 
-    out = Path(args.out)
+    out = Path(request.out)
     files = [path.relative_to(out).as_posix() for path in output_paths(out, jobs)]
     subs = sorted({job.out_dir.relative_to(out).as_posix() for job in jobs} - {"."})
     outputs = [Output("--out", out, files, subs)]
-    outputs += [Output(f"--{flag}", Path(getattr(args, flag))) for flag in ("latex", "xlsx")
-                if getattr(args, flag)]
-    read = [Path(m) for m in ([args.methods] if isinstance(args.methods, str)
-                              else args.methods or [])]
-    read += [Path(spec.partition("=")[2] or spec) for spec in args.stem_list]
-    read += [Path(args.datasets)] if getattr(args, "datasets", None) else []
+    outputs += [Output(f"--{flag}", Path(getattr(request, flag))) for flag in ("latex", "xlsx")
+                if getattr(request, flag)]
+    read = [Path(m) for m in request.method_files]
+    read += [Path(spec.partition("=")[2] or spec) for spec in request.stem_list]
+    read += [Path(request.datasets_file)] if request.datasets_file else []
     check_outputs(outputs, Inputs(folders, read))
 
 
@@ -67,14 +66,14 @@ class DeferredFolder:
         return self._folder
 
 
-def claim_output(out: Path, jobs: Sequence[Job], group: EvalGroup,
+def claim_output(out: Path, jobs: Sequence[Job], ranks: Ranks,
                  force: bool) -> DeferredFolder | None:
     """Rank 0 checks that the output folder may be claimed and the files written; a refusal
     ends every rank. Returns the (deferred) folder on rank 0, None elsewhere."""
-    from ._eval_rerun import read_earlier, warn_dropped
+    from .rerun import read_earlier, warn_dropped
 
     error, deferred = None, None
-    if group.is_main:
+    if ranks.is_main:
         try:
             check_claim(out, "eval", force)
             earlier = None
@@ -85,34 +84,30 @@ def claim_output(out: Path, jobs: Sequence[Job], group: EvalGroup,
             deferred = DeferredFolder(out, force, earlier)
         except UserError as exc:
             error = exc
-    group.settle(error)
+    ranks.settle(error)
     return deferred
 
 
 def write_job(job: Job, results: dict[str, dict[str, Any]], table: dict[str, dict[str, float]],
               rows: list[dict[str, str]], deferred: DeferredFolder) -> None:
     """One dataset's tables, curves and per-image scores."""
-    from ..report import plot_curves, write_curves_json, write_per_image_csv, write_results
+    from ..report import write_result_files
 
-    folder = deferred.folder
-
-    write_results(table, job.out_dir, row_label="method", outputs=folder)
-    write_curves_json(results, job.out_dir, outputs=folder)
-    write_per_image_csv(rows, job.out_dir, outputs=folder)
-    plot_curves(results, job.out_dir, outputs=folder, kinds=job.curves)
+    write_result_files(table, results, rows, job.out_dir, deferred.folder, "method",
+                       kinds=job.curves)
 
 
 def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]],
-                  args: argparse.Namespace, deferred: DeferredFolder) -> None:
+                  request: EvalRequest, deferred: DeferredFolder) -> None:
     """Files about every dataset: the combined table, evaluation.json, paper tables."""
     from ..report import write_results
     from ..report.publish import write_tables
     from ..report.tables import write_eval_manifest
-    from ._eval_rerun import tables_after
+    from .rerun import tables_after
 
     folder = deferred.folder
 
-    out = Path(args.out)
+    out = Path(request.out)
     combined: dict[str, dict[str, float]] = {}
     comparison: dict[str, dict[str, dict[str, float]]] = {}
     for job, table in zip(jobs, tables, strict=True):
@@ -122,12 +117,12 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
     if len(jobs) > 1:
         write_results(combined, out, row_label="dataset/method", outputs=folder)
     marks = None
-    if args.latex_ci:
+    if request.latex_ci:
         from ..report.intervals import latex_marks
 
         marks = latex_marks({job.name: job.ci_result for job in jobs})
-    write_tables(comparison, args, "eval", marks)
-    tables = tables_after(out, deferred.earlier, comparison, args)  # stale ones: a line each
+    write_tables(comparison, request, "eval", marks)
+    tables = tables_after(out, deferred.earlier, comparison, request)  # stale ones: a line each
     write_eval_manifest(out, {job.name: (job.out_dir, [p for files in (job.gts,
                                                                        *job.preds.values())
                                                        for p in files.values()])

@@ -3,7 +3,8 @@
 
 * ``--include-methods`` / ``--exclude-methods`` / ``--include-datasets`` /
   ``--exclude-datasets`` take comma-separated names; a name that matches nothing is an error
-  naming the known ones (a typo must not silently evaluate everything).
+  naming the known ones (a typo must not silently evaluate everything): the rule of
+  :mod:`sodkit.include_exclude`, which ``sodkit report`` shares.
 * ``--list [NAME=]FILE`` keeps the GT stems a text file lists (one a line; a path or a file name
   is cut to its stem, so a dataset's ``test.lst`` works as it is). The file comes from anywhere:
   its size is bounded before it is read, it must be UTF-8 text, and each stem is checked (no
@@ -12,12 +13,11 @@
   warning giving the counts, and skips a method that lacks a whole dataset with one line.
   Without it a missing prediction stays an error (comparing methods on different images is a
   choice the user makes). Each method's images keep their dataset index, so the records of a
-  method with gaps merge as exactly as full ones (``eval.measure``).
+  method with gaps merge as exactly as full ones (``measure.measure``).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -28,62 +28,14 @@ from ..errors import DataError, UserError
 from ..text import noun_for, plural
 
 if TYPE_CHECKING:
-    from ._eval_methods import Method
-    from .eval import Job
+    from .job import Job
+    from .methods import Method
 
 logger = logging.getLogger(__name__)
 
 MAX_LIST_BYTES = 32 << 20  # 32 MiB: a million stems of 30 characters
 MAX_STEM = 255  # a file name's limit on common file systems
 _COMMENT = "#"
-
-
-def names_option(text: str) -> list[str]:
-    """``A,B,C`` -> ``["A", "B", "C"]`` (argparse type; empty names refused)."""
-    names = [name.strip() for name in text.split(",")]
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME,NAME,... with no empty name")
-    return names
-
-
-def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of this module and ``--groups`` / ``--frames`` (``_eval_groups``), under
-    their own heading in ``--help``."""
-    from ._eval_groups import add_group_arguments
-
-    group = parser.add_argument_group("selection (methods, datasets, images)")
-    for kind in ("methods", "datasets"):
-        group.add_argument(f"--include-{kind}", type=names_option, metavar="NAME,...",
-                           help=f"evaluate only these {kind} (names as in the results)")
-        group.add_argument(f"--exclude-{kind}", type=names_option, metavar="NAME,...",
-                           help=f"leave these {kind} out")
-    group.add_argument("--list", action="append", default=[], metavar="[NAME=]FILE",
-                       dest="stem_list",
-                       help="evaluate only the GT stems this text file lists (one a line; paths "
-                            "and extensions are cut off; '#' starts a comment); repeat as "
-                            "NAME=FILE per --gt NAME")
-    group.add_argument("--allow-missing", action="store_true",
-                       help="evaluate each method on the GT stems it has predictions for (a "
-                            "warning gives the counts); a method without a dataset is skipped")
-    add_group_arguments(group)
-
-
-def select(names: Sequence[str], include: Sequence[str] | None, exclude: Sequence[str] | None,
-           what: str) -> list[str]:
-    """``names`` (in their order) kept by ``--include-<what>`` and ``--exclude-<what>``.
-
-    Raises:
-        UserError: a name in either option matches none of ``names``, or nothing is left.
-    """
-    for option, asked in (("include", include), ("exclude", exclude)):
-        unknown = [name for name in asked or () if name not in names]
-        if unknown:
-            raise UserError(f"--{option}-{what} {','.join(unknown)}: no such {what[:-1]}; "
-                            f"known: {', '.join(names)}")
-    kept = [n for n in names if (include is None or n in include) and n not in (exclude or ())]
-    if not kept:
-        raise UserError(f"--include-{what} / --exclude-{what} leave no {what[:-1]} to evaluate")
-    return kept
 
 
 def _line_stem(line: str) -> str:
@@ -143,10 +95,10 @@ def stem_lists(specs: Sequence[str], datasets: Sequence[str], several: bool,
         specs: the ``--list`` values, ``[NAME=]FILE``.
         datasets: the datasets evaluated (after ``--include/--exclude-datasets``).
         several: whether several ``--gt`` were given (then each list must be named).
-        split: ``eval._split``.
+        split: ``plan.split_spec``.
         namings: a dataset's GT prefix and suffix (``--datasets``), taken off listed names.
     """
-    from ._eval_toolkit import named_stem
+    from .toolkit import named_stem
 
     lists: dict[str, list[str]] = {}
     for spec in specs:
@@ -194,11 +146,11 @@ def pair_method(job: Job, method: Method, dataset: str | None, allow_missing: bo
 
     Args:
         dataset: the ``--gt`` name (None: a single unnamed GT folder).
-        shorten: ``eval._listed`` (stems, shortened).
-        match: how a folder's files match the stems (default ``_eval_methods.match_files``;
-            ``--groups``: ``_eval_groups.group_matcher``).
+        shorten: ``plan.listed`` (stems, shortened).
+        match: how a folder's files match the stems (default ``methods.match_files``;
+            ``--groups``: ``groups.group_matcher``).
     """
-    from ._eval_methods import match_files
+    from .methods import match_files
 
     match = match or match_files
     naming = method.for_dataset(dataset)

@@ -17,7 +17,6 @@ end with (``1:-1`` skips the first and the last, PySODEvalToolkit's ``--valid-fr
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -29,44 +28,23 @@ from ..errors import DataError, UserError
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
-    from ._eval_methods import Naming
+    from .methods import Naming
+    from .request import EvalRequest
 
 SEPARATOR = "/"  # between group and stem in a frame's key (never in a file name)
 _TAIL = re.compile(r"(\d+)$")
 
 
-def frame_range(text: str) -> slice:
-    """``START:END`` (either may be empty or negative) -> a slice (argparse type)."""
-    start, sep, end = text.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        return slice(int(start) if start.strip() else None, int(end) if end.strip() else None)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected START:END, e.g. 1:-1") from None
-
-
-def add_group_arguments(group: Any) -> None:
-    """``--groups`` and ``--frames`` (in the selection group of ``sodkit eval --help``)."""
-    group.add_argument("--groups", action="store_true",
-                       help="each GT folder holds a sub-folder per video or group (VSOD, "
-                            "CoSOD), predictions the same: metrics per group, averaged over "
-                            "groups")
-    group.add_argument("--frames", type=frame_range, metavar="START:END",
-                       help="with --groups: the frames of each group kept, by the number their "
-                            "names end with (1:-1 skips the first and last)")
-
-
-def check_group_options(args: argparse.Namespace, families: tuple[str, ...]) -> None:
+def check_group_options(request: EvalRequest, families: tuple[str, ...]) -> None:
     """``--groups`` with what it works with: ``--frames`` needs it; ``--list`` and the
     families that read images (CCM, whose images are found by flat stems) do not go with it."""
     from ..metrics.families import reads_images
 
-    if args.frames and not args.groups:
+    if request.frames and not request.groups:
         raise UserError("--frames selects the frames of each group: give --groups as well")
-    if args.groups and args.stem_list:
+    if request.groups and request.stem_list:
         raise UserError("--list selects images of flat GT folders; with --groups, --frames")
-    if args.groups and reads_images(families):
+    if request.groups and reads_images(families):
         raise UserError("--compute CCM reads images by flat stem; it does not go with --groups")
 
 
@@ -104,7 +82,7 @@ def list_groups(folder: Path, frames: slice | None) -> tuple[dict[str, Path], di
 def group_matcher(every: dict[str, set[str]]) -> Callable[..., tuple[dict[str, Path], list[str]]]:
     """A ``match_files`` for grouped keys: each group's predictions in the method's sub-folder
     of that name; files of frames cut by ``--frames`` are neither matched nor extra."""
-    from ._eval_methods import Naming, match_files
+    from .methods import Naming, match_files
 
     def match(naming: Naming, stems: set[str], method: str) -> tuple[dict[str, Path], list[str]]:
         wanted: dict[str, set[str]] = {}

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..metrics import SODMetrics
 
 
-class EvalGroup:
+class Ranks:
     """This process's rank and shard, and the few collectives ``sodkit eval`` needs."""
 
     def __init__(self) -> None:

@@ -87,7 +87,7 @@ def _text(entry: dict[str, Any], key: str, where: str) -> str:
 
 
 def _naming(entry: dict[str, Any], base: Path, where: str, default: Naming | None) -> Naming:
-    from ._eval_toolkit import affix
+    from .toolkit import affix
 
     folder = _text(entry, "folder", where) or (str(default.folder) if default else "")
     if not folder:
@@ -113,7 +113,7 @@ def read_methods_file(path: Path) -> list[Method]:
     """Methods of a YAML / JSON file (read with YAML's safe loader: data, never code)."""
     from ..config.yamlio import read_yaml
     from ..paths import check_name
-    from ._eval_toolkit import is_toolkit_methods, toolkit_methods
+    from .toolkit import is_toolkit_methods
 
     data = read_yaml(path)  # bounded in size and in what its aliases expand to
     if is_toolkit_methods(data):
@@ -136,13 +136,22 @@ def read_methods_file(path: Path) -> list[Method]:
     return methods
 
 
-def _strip_extension(suffix: str) -> tuple[str, str | None]:
-    from ..imageio import IMAGE_EXTENSIONS
+def toolkit_methods(data: dict[str, Any], path: Path) -> list[Method]:
+    """The methods of PySODEvalToolkit's method JSON (see :mod:`.toolkit`'s docstring)."""
+    from ..paths import check_name
+    from .toolkit import entry
 
-    for extension in IMAGE_EXTENSIONS:
-        if suffix.lower().endswith(extension):
-            return suffix[: -len(extension)], extension
-    return suffix, None
+    methods = []
+    for name, datasets in data.items():
+        where = f"--methods {path}: {name}"
+        checked = check_name(name, f"--methods {path}: a method's name", "MINet")
+        overrides = {}
+        for dataset, value in datasets.items():
+            if not isinstance(dataset, str) or not dataset.isprintable():
+                raise UserError(f"{where}: {dataset!r} is not a dataset's name")
+            overrides[dataset] = Naming(*entry(value, path.parent, f"{where}.{dataset}"))
+        methods.append(Method(checked, Naming(path.parent), overrides, only_listed=True))
+    return methods
 
 
 def match_files(naming: Naming, stems: set[str], method: str) -> tuple[dict[str, Path], list[str]]:
@@ -152,11 +161,12 @@ def match_files(naming: Naming, stems: set[str], method: str) -> tuple[dict[str,
     suffix may end with an extension, e.g. ``_sal.png``, to take only those files).
     """
     from ..imageio import IMAGE_EXTENSIONS
+    from .toolkit import strip_extension
 
     folder = naming.folder
     if not folder.is_dir():
         raise DataError(f"method {method!r}: folder not found: {folder}")
-    suffix, extension = _strip_extension(naming.suffix)
+    suffix, extension = strip_extension(naming.suffix)
     prefix = naming.prefix
     found: dict[str, Path] = {}
     extra: list[str] = []

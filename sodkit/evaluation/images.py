@@ -3,7 +3,6 @@ them (CCM). Matched to the GTs by stem, every one checked before anything is mea
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,33 +11,34 @@ from ..errors import UserError
 from ..text import plural
 
 if TYPE_CHECKING:
-    from .eval import Job
+    from .job import Job
+    from .request import EvalRequest
 
 logger = logging.getLogger(__name__)
 
 
-def assign_images(args: argparse.Namespace, jobs: list[Job], families: tuple[str, ...],
+def assign_images(request: EvalRequest, jobs: list[Job], families: tuple[str, ...],
                   split, listed) -> None:
     """Give each job the image file of every GT stem (``job.images``) when a selected family
     reads images; ``--images`` is otherwise ignored, with a warning.
 
     Args:
-        split: ``eval._split`` (``[NAME=]DIR``); listed: ``eval._listed`` (stems, shortened).
+        split: ``plan.split_spec`` (``[NAME=]DIR``); listed: ``plan.listed`` (stems, shortened).
     """
     from ..metrics.families import reads_images
-    from ._eval_toolkit import list_named
+    from .toolkit import list_named
 
-    namings = getattr(args, "image_namings", {})
+    namings = request.image_namings
     if not reads_images(families):
-        if len(args.images) > len(namings):  # given by the user, not by --datasets
+        if len(request.images) > len(namings):  # given by the user, not by --datasets
             logger.warning("--images is read only by --compute CCM; ignored")
         return
     folders: dict[str | None, Path] = {}
-    for spec in args.images:
+    for spec in request.images:
         name, folder = split(spec, "images")
         folders[name] = folder
     for job in jobs:
-        named = job.name if len(args.gt) > 1 or job.name in folders else None
+        named = job.name if len(request.gt) > 1 or job.name in folders else None
         folder = folders.get(named, folders.get(None) if len(jobs) == 1 else None)
         if folder is None:
             raise UserError(f"--compute CCM reads the images: give --images "

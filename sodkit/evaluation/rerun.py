@@ -20,7 +20,6 @@ nothing into its inputs): rewrite them after a new evaluation.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -32,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UserError
 
 if TYPE_CHECKING:
-    from .eval import Job
+    from .job import Job
+    from .request import EvalRequest
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def digest(comparison: Comparison) -> str:
 
 
 def tables_after(out: Path, earlier: Earlier | None, comparison: Comparison,
-                 args: argparse.Namespace) -> dict[str, dict[str, str]]:
+                 request: EvalRequest) -> dict[str, dict[str, str]]:
     """The tables to record in ``evaluation.json`` (after they are written): this run's, and
     the earlier ones unchanged on disk, each with the digest of the numbers it shows; a line
     for each earlier one whose numbers this evaluation changed."""
@@ -131,8 +131,8 @@ def tables_after(out: Path, earlier: Earlier | None, comparison: Comparison,
     now = digest(comparison)
     tables = {}
     for flag in ("latex", "xlsx"):
-        if getattr(args, flag):
-            path = Path(getattr(args, flag)).resolve()
+        if getattr(request, flag):
+            path = Path(getattr(request, flag)).resolve()
             tables[str(path)] = {"digest": now, "sha256": sha256_file(path)}
     for path, entry in (earlier.tables if earlier else {}).items():
         if path in tables or not _unchanged(Path(path), entry["sha256"]):

@@ -12,24 +12,26 @@ The toolkit (``utils/generate_info.py``, ``metrics/image_metrics.py``) describes
   skipped for it (the toolkit says "does not have results").
 
 The dataset file becomes ``--gt NAME=DIR`` (with its prefix and suffix), ``--images NAME=DIR``
-(read only when a family needs the images, CCM: ``--compute all`` then includes it) and
-``--list NAME=FILE``; the method file becomes methods with a naming per dataset
-(``_eval_methods``). Both are input from anywhere: read with YAML's safe loader within its size
-bound, every name checked as a dataset or method name, prefixes and suffixes as parts of a file
-name (no path separator, no control character), and relative paths taken relative to the JSON
-file's folder (the toolkit takes them relative to where it runs; absolute paths, the usual,
-work as they are). One difference stays: where predictions are missing the toolkit evaluates
-the names both sides have, silently; sodkit names the missing ones and needs
+(read only when a family needs the images, CCM: ``--compute all`` then includes it) and ``--list
+NAME=FILE``; the method file becomes methods with a naming per dataset
+(``methods.toolkit_methods``). Both are input from anywhere: read with YAML's safe loader within
+its size bound, every name checked as a dataset or method name, prefixes and suffixes as parts
+of a file name (no path separator, no control character), and relative paths taken relative to
+the JSON file's folder (the toolkit takes them relative to where it runs; absolute paths, the
+usual, work as they are). One difference stays: where predictions are missing the toolkit
+evaluates the names both sides have, silently; sodkit names the missing ones and needs
 ``--allow-missing`` for that.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, UserError
+
+if TYPE_CHECKING:
+    from .request import EvalRequest
 
 _ENTRY_KEYS = {"path", "prefix", "suffix"}
 _DATASET_KEYS = {"mask", "image", "index_file"}
@@ -75,50 +77,18 @@ def entry(value: Any, base: Path, where: str) -> tuple[Path, str, str]:
             affix(value.get("suffix"), f"{where}.suffix"))
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--methods`` and ``--datasets``: the files that name what to evaluate."""
-    from ..argtypes import user_path
-
-    parser.add_argument("--methods", action="append", default=[], metavar="FILE",
-                        type=user_path,
-                        help="methods to evaluate: sodkit's YAML/JSON list (name, folder, "
-                             "prefix, suffix, per-dataset overrides) or PySODEvalToolkit's "
-                             "method JSON; repeatable")
-    parser.add_argument("--datasets", metavar="FILE", type=user_path,
-                        help="PySODEvalToolkit's dataset JSON: each dataset's mask (GT), image "
-                             "and index files, as --gt / --images / --list")
-
-
-def toolkit_methods(data: dict[str, Any], path: Path) -> list:
-    """The methods of PySODEvalToolkit's method JSON (see the module docstring)."""
-    from ..paths import check_name
-    from ._eval_methods import Method, Naming
-
-    methods = []
-    for name, datasets in data.items():
-        where = f"--methods {path}: {name}"
-        checked = check_name(name, f"--methods {path}: a method's name", "MINet")
-        overrides = {}
-        for dataset, value in datasets.items():
-            if not isinstance(dataset, str) or not dataset.isprintable():
-                raise UserError(f"{where}: {dataset!r} is not a dataset's name")
-            overrides[dataset] = Naming(*entry(value, path.parent, f"{where}.{dataset}"))
-        methods.append(Method(checked, Naming(path.parent), overrides, only_listed=True))
-    return methods
-
-
-def add_datasets_file(args: argparse.Namespace) -> None:
+def add_datasets_file(request: EvalRequest) -> None:
     """``--datasets FILE`` as ``--gt`` / ``--images`` / ``--list`` options of each dataset it
-    names (``args.gt_namings`` / ``args.image_namings``: the prefix and suffix of each)."""
-    args.gt_namings, args.image_namings = {}, {}
-    if getattr(args, "datasets", None):
-        _expand(args, Path(args.datasets))
-    if not args.gt:
+    names (``request.gt_namings`` / ``request.image_namings``: the prefix and suffix of each)."""
+    request.gt_namings, request.image_namings = {}, {}
+    if request.datasets_file:
+        _expand(request, Path(request.datasets_file))
+    if not request.gt:
         raise UserError("name the GT masks: --gt [NAME=]DIR, or --datasets FILE (a "
                         "PySODEvalToolkit dataset JSON)")
 
 
-def _expand(args: argparse.Namespace, path: Path) -> None:
+def _expand(request: EvalRequest, path: Path) -> None:
     from ..config.yamlio import read_yaml
     from ..output_names import check_dataset_name
 
@@ -137,17 +107,28 @@ def _expand(args: argparse.Namespace, path: Path) -> None:
             raise UserError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: "
                             f"{', '.join(sorted(_DATASET_KEYS))}")
         folder, *naming = entry(value["mask"], path.parent, f"{where}.mask")
-        args.gt.append(f"{name}={folder}")
-        args.gt_namings[name] = tuple(naming)
+        request.gt.append(f"{name}={folder}")
+        request.gt_namings[name] = tuple(naming)
         if "image" in value:
             folder, *naming = entry(value["image"], path.parent, f"{where}.image")
-            args.images.append(f"{name}={folder}")
-            args.image_namings[name] = tuple(naming)
+            request.images.append(f"{name}={folder}")
+            request.image_namings[name] = tuple(naming)
         if value.get("index_file"):
             index = value["index_file"]
             if not isinstance(index, str) or not index.isprintable():
                 raise UserError(f"{where}.index_file: expected a file's path as text")
-            args.stem_list.append(f"{name}={path.parent / Path(index).expanduser()}")
+            request.stem_list.append(f"{name}={path.parent / Path(index).expanduser()}")
+
+
+def strip_extension(suffix: str) -> tuple[str, str | None]:
+    """A suffix without the image extension it may end with (the toolkit's ``.png``), and that
+    extension (None: it names none)."""
+    from ..imageio import IMAGE_EXTENSIONS
+
+    for extension in IMAGE_EXTENSIONS:
+        if suffix.lower().endswith(extension):
+            return suffix[: -len(extension)], extension
+    return suffix, None
 
 
 def list_named(folder: Path, prefix: str, suffix: str) -> dict[str, Path]:
@@ -155,8 +136,6 @@ def list_named(folder: Path, prefix: str, suffix: str) -> dict[str, Path]:
     (a suffix may end with the extension, as the toolkit's do); two files of one name are an
     error naming both."""
     from ..imageio import IMAGE_EXTENSIONS, list_images
-    from ._eval_methods import _strip_extension as strip_extension
-
     if not prefix and not suffix:
         return list_images(folder)
     if not folder.is_dir():
@@ -180,8 +159,6 @@ def list_named(folder: Path, prefix: str, suffix: str) -> dict[str, Path]:
 def named_stem(stem: str, naming: tuple[str, str] | None) -> str:
     """A listed stem as the dataset names it: ``gt_0001`` -> ``0001`` for prefix ``gt_`` (the
     toolkit's index files list whole file names)."""
-    from ._eval_methods import _strip_extension as strip_extension
-
     if not naming:
         return stem
     prefix, core = naming[0], strip_extension(naming[1])[0]

@@ -10,24 +10,22 @@ the intervals belong to exactly the numbers printed; the seed fixes the draws.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..argtypes import int_in
 from ..errors import UserError
 
 if TYPE_CHECKING:
     from ..metrics import SODMetrics
     from ..outputs import OutputFolder
-    from .eval import Job
+    from .job import CiOptions, Job
+    from .request import EvalRequest
 
 logger = logging.getLogger(__name__)
 
@@ -37,40 +35,19 @@ CSV_COLUMNS = ("method", "metric", "value", "low", "high", "baseline", "differen
                "difference_low", "difference_high", "p", "excludes_zero")
 
 
-@dataclass(frozen=True)
-class CiOptions:
-    """What ``--ci`` asked for."""
-
-    resamples: int
-    seed: int
-    baseline: str | None
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ci", action="store_true",
-                        help="95%% confidence intervals per dataset and metric: a seeded "
-                             "bootstrap over images (ci.json, ci.csv, and the printed table)")
-    parser.add_argument("--baseline", metavar="NAME",
-                        help="with --ci (implied): compare each method with this one, a paired "
-                             "bootstrap on the same resampled images (difference, interval, "
-                             "p-value)")
-    parser.add_argument("--ci-resamples", type=int_in(100, 1_000_000), default=1000,
-                        metavar="N", help="bootstrap resamples (default 1000)")
-    parser.add_argument("--ci-seed", type=int_in(0), default=0, metavar="N",
-                        help="the bootstrap's seed (default 0: the same intervals every run)")
-
-
-def options(args: argparse.Namespace, methods: Sequence[str]) -> CiOptions | None:
+def options(request: EvalRequest, methods: Sequence[str]) -> CiOptions | None:
     """The options, checked before any image is read; None without --ci / --baseline."""
-    if args.latex_ci and not (args.latex and args.baseline):
+    if request.latex_ci and not (request.latex and request.baseline):
         raise UserError("--latex-ci marks the LaTeX table's values that do not differ "
                         "significantly from a baseline: add --latex FILE.tex and --baseline NAME")
-    if not (args.ci or args.baseline):
+    if not (request.ci or request.baseline):
         return None
-    if args.baseline is not None and args.baseline not in methods:
-        raise UserError(f"--baseline {args.baseline}: no method of that name; the methods are "
+    if request.baseline is not None and request.baseline not in methods:
+        raise UserError(f"--baseline {request.baseline}: no method of that name; the methods are "
                         f"{', '.join(methods)}")
-    return CiOptions(args.ci_resamples, args.ci_seed, args.baseline)
+    from .job import CiOptions
+
+    return CiOptions(request.ci_resamples, request.ci_seed, request.baseline)
 
 
 def check_resampled(job: Job, chosen: CiOptions) -> None:
@@ -79,7 +56,7 @@ def check_resampled(job: Job, chosen: CiOptions) -> None:
     enough images (groups) to resample (:data:`~sodkit.metrics.bootstrap.MIN_SAMPLES`, a
     warning below :data:`FEW_SAMPLES`); and the resampled values fit their memory bound."""
     from ..metrics.bootstrap import MAX_KEPT_BYTES, MIN_SAMPLES, kept_bytes, key_count
-    from ._eval_groups import SEPARATOR
+    from .groups import SEPARATOR
 
     total = len(job.gts)
     for method, files in job.preds.items():
@@ -119,7 +96,7 @@ def write_ci(out_dir: Path, metrics: dict[str, SODMetrics], chosen: CiOptions,
 
     from ..metrics.bootstrap import bootstrap
     from ..progress import Progress
-    from ._eval_groups import SEPARATOR
+    from .groups import SEPARATOR
 
     records = {m: metric.records() for m, metric in metrics.items()}
     groups, points = None, None

@@ -4,37 +4,39 @@ is checked against its GT when it is read)."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from .job import Job
+    from .request import EvalRequest
 
 logger = logging.getLogger(__name__)
 
 
-def assign_trimaps(args: argparse.Namespace, jobs: list[Any], families: tuple[str, ...],
+def assign_trimaps(request: EvalRequest, jobs: list[Job], families: tuple[str, ...],
                    split) -> None:
     """Give each job the trimap file of every GT stem (``job.trimaps``) where ``--trimaps``
     names its folder; a job without one is measured over the whole image.
 
     Args:
-        jobs: ``eval.Job``s (not imported: eval imports this module).
-        split: ``eval._split`` (``[NAME=]DIR``).
+        split: ``plan.split_spec`` (``[NAME=]DIR``).
     """
     from ..trimap import match_trimaps
 
-    if not args.trimaps:
+    if not request.trimaps:
         return
     if "matting" not in families:
         logger.warning("--trimaps is read only by --compute matting; ignored")
         return
-    if getattr(args, "groups", False):
+    if request.groups:
         raise UserError("--trimaps are matched to the GTs by flat stem; they do not go with "
                         "--groups")
     folders: dict[str | None, Path] = {}
-    for spec in args.trimaps:
+    for spec in request.trimaps:
         name, folder = split(spec, "trimaps")
         folders[name] = folder
     names = {job.name for job in jobs}
