@@ -21,7 +21,7 @@ Loading a model imports torch; ``import sodkit`` alone does not.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -53,20 +53,6 @@ class _Local:
         from .engine.runtime import Runtime
 
         return Runtime.autocast(self, precision)  # type: ignore[arg-type]
-
-
-def _device(name: str) -> Any:
-    import torch
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"device {name!r}: use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"device {name!r}: CUDA is not available here")
-    return device
 
 
 @dataclass
@@ -242,22 +228,9 @@ def load(path: str | Path, device: str = "auto", weights: str = "auto",
     use, then read from the cache; an existing file of that name wins), on ``device``
     (``auto``: CUDA when there is one). ``weights`` as ``--weights``: ``auto`` (EMA when the
     checkpoint has it), ``ema`` or ``model``; ``size``: the network's input side (default: the
-    training size, as ``sodkit predict``)."""
-    from .config.schema import MAX_SIZE, MIN_SIZE
-    from .network import build_network
-    from .published.fetch import model_source
-    from .torchfile import load_checkpoint
-    from .trained import checkpoint_config, load_weights
+    training size, as ``sodkit predict``). Loaded by :func:`sodkit.trained.load_trained`."""
+    from .trained import load_trained
 
-    if weights not in ("auto", "ema", "model"):
-        raise UserError(f"weights {weights!r}: choose auto, ema or model")
-    if size is not None and not MIN_SIZE <= size <= MAX_SIZE:
-        raise UserError(f"size {size}: must be in [{MIN_SIZE}, {MAX_SIZE}]")
-    source = model_source(path)
-    state = load_checkpoint(source, mmap=True)
-    cfg = checkpoint_config(state, source)
-    target = _device(device)
-    network = build_network(replace(cfg.model, pretrained=None), initialise=False)  # the file's
-    which = load_weights(network, state, source, weights)
-    return Model(network.to(target).eval(), cfg, source, which, target, size or cfg.data.size,
-                 dict(state.get("provenance", {})))
+    trained = load_trained(path, weights=weights, device=device, size=size, by_name=True)
+    return Model(trained.network, trained.config, trained.source, trained.weights,
+                 trained.device, trained.input_size, trained.provenance)

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..argtypes import float_in, int_in, user_path
 from ..config.schema import MAX_SIZE, MIN_SIZE
-from ..trained import checkpoint_config, load_weights
 from ._common import add_model_arguments, add_weights_argument, resolve_model_argument
 
 if TYPE_CHECKING:
@@ -172,14 +170,13 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     from ..engine.batch_memory import worth_probing
     from ..engine.predictor import ImageBatches, predict_files, probe_memory
     from ..engine.runtime import Runtime
-    from ..network import build_network
     from ..outputs import claim
     from ..resources import cap_workers
-    from ..torchfile import load_checkpoint
+    from ..trained import load_trained, read_trained
 
     resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
-    state = load_checkpoint(args.checkpoint, mmap=True)
-    cfg = checkpoint_config(state, Path(args.checkpoint))
+    stored = read_trained(args.checkpoint)  # the network is built once decoding has started
+    cfg = stored.config
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     transform = build_test_transform(cfg.data, size=args.size)
     workers = cap_workers(DEFAULT_WORKERS if args.workers is None else args.workers, len(paths),
@@ -196,9 +193,7 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     early = args.batch_size or (choice.batch if choice else None)
     images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
-        model = build_network(replace(cfg.model, pretrained=None), initialise=False)
-        load_weights(model, state, Path(args.checkpoint), args.weights)  # all of them
-        model = model.to(runtime.device)
+        model = load_trained(stored, weights=args.weights, device=runtime.device).network
         if choice is None:
             choice = _choice(probe_memory(model, transform, runtime, size, tta), size, runtime,
                              args, outputs, keep, largest, workers)
