@@ -8,7 +8,7 @@
     on_white = model.cutout("photo.jpg", mask=mask, background="white")  # no second forward
     png = model.cutout(open("photo.jpg", "rb").read())        # bytes in, PNG bytes out
 
-Predictions go through ``sodkit predict``'s own path (:func:`sodkit.engine.predictor.
+Predictions go through ``sodkit predict``'s own path (:func:`sodkit.inference.forward.
 predict_arrays`: the checkpoint's test transform, the forward, the bilinear resize to each
 image's size), so a map equals the PNG ``sodkit predict`` writes, divided by 255, to the uint8
 rounding. Every kind of input (path, bytes, PIL, array, tensor) goes through one conversion,
@@ -39,20 +39,6 @@ ImageInput = Union[str, Path, bytes, "PILImage.Image", np.ndarray, "torch.Tensor
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 __all__ = ["ImageInput", "Model", "load"]
-
-
-@dataclass
-class _Local:
-    """What :func:`~sodkit.engine.evaluator.predict_probabilities` asks of a runtime (its device
-    and autocast), without a Runtime's process-wide effects (seeding, threads, process group)."""
-
-    device: Any
-    amp_dtype: Any = None
-
-    def autocast(self, precision: str | None = None) -> Any:
-        from .engine.runtime import Runtime
-
-        return Runtime.autocast(self, precision)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -114,10 +100,11 @@ class Model:
         """``(item, rgb, alpha, probability map)`` of each item, in order: the options checked
         first, then each batch decoded, checked and predicted in turn (at most one batch of
         decoded images in memory, besides the results)."""
-        from .data import build_test_transform
-        from .engine.predictor import predict_arrays
+        from .engine.runtime import OnDevice
         from .foreground import check_foreground_memory
         from .image_input import image_of
+        from .inference.forward import predict_arrays
+        from .inference.pipelines import build_test_transform
 
         tta = self._check(batch_size, tta, precision)
         single = len(items) == 1
@@ -134,13 +121,13 @@ class Model:
                 for j, (rgb, _) in enumerate(decoded):
                     check_foreground_memory(*rgb.shape[:2], _name(start + j, single))
             maps = predict_arrays(self.network, [rgb for rgb, _ in decoded], transform,
-                                  _Local(self.device), batch, tta, precision)
+                                  OnDevice(self.device), batch, tta, precision)
             for item, (rgb, alpha), prob in zip(chunk, decoded, maps, strict=True):
                 yield item, rgb, alpha, prob
 
     def _check(self, batch_size: int | None, tta: Sequence[str] | None, precision: str
                ) -> list[str]:
-        from .engine.evaluator import TTA
+        from .inference.forward import TTA
 
         if batch_size is not None and (not isinstance(batch_size, int)
                                        or isinstance(batch_size, bool) or batch_size < 1):
@@ -162,12 +149,13 @@ class Model:
         refused where its memory exceeds the budget. The probe runs once per setting."""
         from .engine.batch_memory import choose_batch, worth_probing
         from .engine.predictor import probe_memory
+        from .engine.runtime import OnDevice
 
         key = (self.size, tuple(tta), precision)
         if key not in self._memory and not worth_probing(self.size, self.device, batch_size):
             return choose_batch(None, self.size, self.device, batch_size, "batch_size").batch
         if key not in self._memory:
-            self._memory[key] = probe_memory(self.network, transform, _Local(self.device),
+            self._memory[key] = probe_memory(self.network, transform, OnDevice(self.device),
                                              self.size, tta, precision)
         return choose_batch(self._memory[key], self.size, self.device, batch_size,
                             "batch_size").batch
@@ -203,7 +191,7 @@ def _name(index: int, single: bool, what: str = "image") -> str:
 
 def _cutout(rgb: np.ndarray, prob: np.ndarray, under: Any, foreground: str,
             alpha: np.ndarray | None) -> np.ndarray:
-    from .cutout import cutout
+    from .inference.render import cutout
 
     return cutout(rgb, prob, under, foreground, alpha)
 
@@ -213,7 +201,7 @@ def _picture(item: Any, array: np.ndarray) -> Any:
     from .image_input import is_bytes
 
     if is_bytes(item):
-        from .cutout import encode_png
+        from .inference.render import encode_png
 
         return encode_png(array)
     from PIL import Image

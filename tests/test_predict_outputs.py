@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
-from sodkit.cutout import cutout, fitted, overlay
 from sodkit.imageio import read_image, read_mask
+from sodkit.inference.render import cutout, fitted, overlay
 
 
 def _photos(folder: Path, count: int = 3, seed: int = 0, names: list[str] | None = None
@@ -93,10 +93,10 @@ def test_one_forward_pass_gives_every_kind(trained, tmp_path):
     the real network counts)."""
     from sodkit.api import load
     from sodkit.config import RuntimeCfg
-    from sodkit.cutout import Rendering
-    from sodkit.data import build_test_transform
     from sodkit.engine.predictor import predict_files
     from sodkit.engine.runtime import Runtime
+    from sodkit.inference.pipelines import build_test_transform
+    from sodkit.inference.render import Rendering
     from sodkit.predict_plan import plan, resolve
 
     photos = sorted(_photos(tmp_path / "in", 5).iterdir())

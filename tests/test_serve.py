@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.cutout import MODES
+from sodkit.inference.render import MODES
 from tests import hostile_files, processes
 from tests.browser import Browser, find_chromium
 from tests.serve_helpers import Server, finish, form

@@ -9,8 +9,8 @@ uvicorn, python-multipart).
     runtime.py   what GET /info says of the device, threads and limits
     page/        the page at / (HTML, CSS, JavaScript; no build step, nothing from elsewhere)
 
-Built on the Python API (:func:`sodkit.load`) and on :mod:`sodkit.cutout`'s renderings, so a
-response is the file ``sodkit predict --save KIND`` writes for the same photo.
+Built on the Python API (:func:`sodkit.load`) and on :mod:`sodkit.inference.render`'s
+renderings, so a response is the file ``sodkit predict --save KIND`` writes for the same photo.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ A request's image goes through three steps, so that the one that needs the model
 2. :meth:`ServedModel.forward` (the batching worker): one forward pass for a batch of them;
 3. :meth:`ServedModel.encode` (a request's thread): each output kind, made from the scores
    exactly as :func:`sodkit.engine.predictor.predict_files` makes its files: the mask by the
-   pipeline's own ``to_mask``, the other kinds by :class:`sodkit.cutout.Rendering` on the
+   pipeline's own ``to_mask``, the other kinds by :class:`sodkit.inference.render.Rendering` on the
    probability map. So a response is the file ``sodkit predict --save KIND`` writes for the
    same photo, byte for byte (tests/test_serve.py).
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..api import Model
-    from ..cutout import Rendering
+    from ..inference.render import Rendering
 
 MAX_KINDS = 5
 
@@ -57,7 +57,7 @@ class Outputs:
 def outputs_of(options: dict[str, str]) -> Outputs:
     """``save`` (one kind or several, comma-separated; default ``mask``), ``threshold``,
     ``background`` and ``tint`` as ``sodkit predict``'s options; 400 for a bad one."""
-    from ..cutout import MODES, Rendering, parse_color
+    from ..inference.render import MODES, Rendering, parse_color
 
     kinds = [k.strip().lower() for k in options.get("save", "mask").split(",") if k.strip()]
     unknown = [k for k in kinds if k not in MODES]
@@ -95,15 +95,14 @@ class ServedModel:
 
     def __init__(self, model: Model, name: str, catalogue: dict[str, Any] | None = None
                  ) -> None:
-        from ..api import _Local
-        from ..data import build_test_transform
-        from ..engine.postprocess import postprocess_of
+        from ..engine.runtime import OnDevice
+        from ..inference.pipelines import build_test_transform, postprocess_of
 
         self.model, self.name, self.catalogue = model, name, catalogue or {}
         self.transform = build_test_transform(model.config.data, size=model.size)
         self.post = postprocess_of(self.transform)
         self.tta = list(model.config.eval.tta)  # as sodkit predict without --tta
-        self.runtime = _Local(model.device)
+        self.runtime = OnDevice(model.device)
         model.network.eval()
 
     def prepare(self, data: bytes, keep_image: bool) -> Prepared:
@@ -116,7 +115,7 @@ class ServedModel:
         predict`` resizes them too), from one forward pass."""
         import torch
 
-        from ..engine.postprocess import predict_scores
+        from ..inference.forward import predict_scores
 
         with torch.inference_mode():
             batch = torch.stack(list(inputs)).to(self.model.device)
@@ -169,7 +168,7 @@ def render(post: Any, prepared: Prepared, scores: torch.Tensor, outputs: Outputs
            ) -> dict[str, bytes]:
     """ADAPTER (outputs): each kind's PNG bytes, as ``predict_files`` writes them (its
     ``_encoded``): the mask through the pipeline's ``to_mask``, every other kind through its
-    :class:`~sodkit.cutout.Rendering` on the probability map (computed once)."""
+    :class:`~sodkit.inference.render.Rendering` on the probability map (computed once)."""
     from ..imageio import encode_mask
 
     files, prob = {}, None
