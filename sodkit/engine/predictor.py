@@ -22,9 +22,9 @@ from ..inference.postprocess import Postprocess
 from ..inference.render import NOUNS
 from ..outputs import OutputFolder
 from ..paths import inside
+from ..progress import Progress
 from ..sharding import shard_range
 from ..text import and_list, plural
-from .logging import CountProgress
 from .overlap import OutputThread
 from .rounds import MaskWriter, agree_on_round
 from .runtime import Runtime
@@ -196,10 +196,11 @@ def predict_files(
     first = shard_range(len(paths), runtime.rank, runtime.world_size).start
     writer = MaskWriter(runtime, len(paths), batch_size, folder)
     post = postprocess_of(transform)  # the output side of the transform's pipeline
-    shown = CountProgress(len(paths), "image", progress and runtime.is_main, log=logger)
+    shown = Progress(len(paths), "predicting", unit="image",
+                     enabled=progress and runtime.is_main, log=logger, summary=True, early=True)
     written: list[Path] = []
     try:
-        with eval_mode(model), OutputThread(writer, runtime) as output:
+        with shown, eval_mode(model), OutputThread(writer, runtime) as output:
             for round_ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
                 batch = images.next()
                 probs = None if batch is None else predict_scores(
@@ -216,7 +217,6 @@ def predict_files(
                 shown.update(_round_size(len(paths), runtime.world_size, batch_size, round_))
     finally:
         images.close()
-        shown.close()
     left_out = report_skipped(runtime, [(mine[i], why) for i, why in images.skipped]
                               ) if skip_bad else 0
     done = len(paths) - left_out
