@@ -58,14 +58,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from metrics_speed import write_block  # noqa: E402
 
-from sodkit.api import _Local  # noqa: E402
 from sodkit.cli import main as sodkit_main  # noqa: E402
 from sodkit.config import load_config, to_dict  # noqa: E402
-from sodkit.data import build_test_transform  # noqa: E402
 from sodkit.data.render import render_sample  # noqa: E402
-from sodkit.engine.evaluator import predict_probabilities  # noqa: E402
-from sodkit.engine.runtime import eval_mode  # noqa: E402
+from sodkit.engine.runtime import OnDevice  # noqa: E402
 from sodkit.imageio import read_image  # noqa: E402
+from sodkit.inference.forward import eval_mode, predict_probabilities  # noqa: E402
+from sodkit.inference.pipelines import build_test_transform  # noqa: E402
 from sodkit.network import build_network  # noqa: E402
 from sodkit.resources import default_threads  # noqa: E402
 
@@ -93,7 +92,7 @@ def bare_forward(net: torch.nn.Module, batches: list[torch.Tensor], device: torc
                  ) -> tuple[float, float]:
     """Seconds (wall, CPU) for the forward passes (and sigmoid) of every batch, on tensors made
     before."""
-    local = _Local(device)
+    local = OnDevice(device)
     cpu, start = cpu_seconds(), time.perf_counter()
     with eval_mode(net):
         for batch in batches:

@@ -8,7 +8,7 @@
     on_white = model.cutout("photo.jpg", mask=mask, background="white")  # no second forward
     png = model.cutout(open("photo.jpg", "rb").read())        # bytes in, PNG bytes out
 
-Predictions go through ``sodkit predict``'s own path (:func:`sodkit.engine.predictor.
+Predictions go through ``sodkit predict``'s own path (:func:`sodkit.inference.forward.
 predict_arrays`: the checkpoint's test transform, the forward, the bilinear resize to each
 image's size), so a map equals the PNG ``sodkit predict`` writes, divided by 255, to the uint8
 rounding. Every kind of input (path, bytes, PIL, array, tensor) goes through one conversion,
@@ -21,7 +21,7 @@ Loading a model imports torch; ``import sodkit`` alone does not.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -39,34 +39,6 @@ ImageInput = Union[str, Path, bytes, "PILImage.Image", np.ndarray, "torch.Tensor
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 __all__ = ["ImageInput", "Model", "load"]
-
-
-@dataclass
-class _Local:
-    """What :func:`~sodkit.engine.evaluator.predict_probabilities` asks of a runtime (its device
-    and autocast), without a Runtime's process-wide effects (seeding, threads, process group)."""
-
-    device: Any
-    amp_dtype: Any = None
-
-    def autocast(self, precision: str | None = None) -> Any:
-        from .engine.runtime import Runtime
-
-        return Runtime.autocast(self, precision)  # type: ignore[arg-type]
-
-
-def _device(name: str) -> Any:
-    import torch
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"device {name!r}: use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"device {name!r}: CUDA is not available here")
-    return device
 
 
 @dataclass
@@ -128,10 +100,11 @@ class Model:
         """``(item, rgb, alpha, probability map)`` of each item, in order: the options checked
         first, then each batch decoded, checked and predicted in turn (at most one batch of
         decoded images in memory, besides the results)."""
-        from .data import build_test_transform
-        from .engine.predictor import predict_arrays
+        from .engine.runtime import OnDevice
         from .foreground import check_foreground_memory
         from .image_input import image_of
+        from .inference.forward import predict_arrays
+        from .inference.pipelines import build_test_transform
 
         tta = self._check(batch_size, tta, precision)
         single = len(items) == 1
@@ -148,13 +121,13 @@ class Model:
                 for j, (rgb, _) in enumerate(decoded):
                     check_foreground_memory(*rgb.shape[:2], _name(start + j, single))
             maps = predict_arrays(self.network, [rgb for rgb, _ in decoded], transform,
-                                  _Local(self.device), batch, tta, precision)
+                                  OnDevice(self.device), batch, tta, precision)
             for item, (rgb, alpha), prob in zip(chunk, decoded, maps, strict=True):
                 yield item, rgb, alpha, prob
 
     def _check(self, batch_size: int | None, tta: Sequence[str] | None, precision: str
                ) -> list[str]:
-        from .engine.evaluator import TTA
+        from .inference.forward import TTA
 
         if batch_size is not None and (not isinstance(batch_size, int)
                                        or isinstance(batch_size, bool) or batch_size < 1):
@@ -176,12 +149,13 @@ class Model:
         refused where its memory exceeds the budget. The probe runs once per setting."""
         from .engine.batch_memory import choose_batch, worth_probing
         from .engine.predictor import probe_memory
+        from .engine.runtime import OnDevice
 
         key = (self.size, tuple(tta), precision)
         if key not in self._memory and not worth_probing(self.size, self.device, batch_size):
             return choose_batch(None, self.size, self.device, batch_size, "batch_size").batch
         if key not in self._memory:
-            self._memory[key] = probe_memory(self.network, transform, _Local(self.device),
+            self._memory[key] = probe_memory(self.network, transform, OnDevice(self.device),
                                              self.size, tta, precision)
         return choose_batch(self._memory[key], self.size, self.device, batch_size,
                             "batch_size").batch
@@ -217,7 +191,7 @@ def _name(index: int, single: bool, what: str = "image") -> str:
 
 def _cutout(rgb: np.ndarray, prob: np.ndarray, under: Any, foreground: str,
             alpha: np.ndarray | None) -> np.ndarray:
-    from .cutout import cutout
+    from .inference.render import cutout
 
     return cutout(rgb, prob, under, foreground, alpha)
 
@@ -227,7 +201,7 @@ def _picture(item: Any, array: np.ndarray) -> Any:
     from .image_input import is_bytes
 
     if is_bytes(item):
-        from .cutout import encode_png
+        from .inference.render import encode_png
 
         return encode_png(array)
     from PIL import Image
@@ -242,22 +216,9 @@ def load(path: str | Path, device: str = "auto", weights: str = "auto",
     use, then read from the cache; an existing file of that name wins), on ``device``
     (``auto``: CUDA when there is one). ``weights`` as ``--weights``: ``auto`` (EMA when the
     checkpoint has it), ``ema`` or ``model``; ``size``: the network's input side (default: the
-    training size, as ``sodkit predict``)."""
-    from .config.schema import MAX_SIZE, MIN_SIZE
-    from .network import build_network
-    from .published.fetch import model_source
-    from .torchfile import load_checkpoint
-    from .trained import checkpoint_config, load_weights
+    training size, as ``sodkit predict``). Loaded by :func:`sodkit.trained.load_trained`."""
+    from .trained import load_trained
 
-    if weights not in ("auto", "ema", "model"):
-        raise UserError(f"weights {weights!r}: choose auto, ema or model")
-    if size is not None and not MIN_SIZE <= size <= MAX_SIZE:
-        raise UserError(f"size {size}: must be in [{MIN_SIZE}, {MAX_SIZE}]")
-    source = model_source(path)
-    state = load_checkpoint(source, mmap=True)
-    cfg = checkpoint_config(state, source)
-    target = _device(device)
-    network = build_network(replace(cfg.model, pretrained=None), initialise=False)  # the file's
-    which = load_weights(network, state, source, weights)
-    return Model(network.to(target).eval(), cfg, source, which, target, size or cfg.data.size,
-                 dict(state.get("provenance", {})))
+    trained = load_trained(path, weights=weights, device=device, size=size, by_name=True)
+    return Model(trained.network, trained.config, trained.source, trained.weights,
+                 trained.device, trained.input_size, trained.provenance)

@@ -221,8 +221,8 @@ def _probabilities(array: np.ndarray, what: str) -> np.ndarray:
 def background_input(value: Any) -> Any:
     """``cutout(background=...)``: an image in memory (PIL, array of 2 or more dimensions,
     tensor, bytes) through :func:`image_of`, anything else through
-    :func:`sodkit.cutout.background_of` (None, a colour, ``blur``, an image file)."""
-    from .cutout import background_of
+    :func:`sodkit.inference.render.background_of` (None, a colour, ``blur``, an image file)."""
+    from .inference.render import background_of
 
     module = type(value).__module__
     in_memory = (is_bytes(value) or module.startswith(("PIL.", "torch"))

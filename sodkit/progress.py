@@ -7,9 +7,10 @@ a scheduler's output file) a log line at most every ``SODKIT_PROGRESS_S`` second
 ``0``: a line per item), also while one item takes long, and, with ``summary``, a last line
 with the total time (else the caller says what was done and how long it took). Rates below
 one item per second are given as seconds per item (``4.2 s/img``, not ``0.2 img/s`` or
-``0.0 img/s``): :func:`format_rate`. (Built at the same time for the files side and for
-``sodkit eval``, with one interface: ``Progress(total, desc, unit, enabled)``, a context
-manager with ``update(n)``.)
+``0.0 img/s``): :func:`format_rate`. One interface, ``Progress(total, desc, unit, enabled)``,
+a context manager with ``update(n)``, for eval, test, ``sodkit predict`` (``early``: its first
+rate after the first batch), downloads (``scale``: megabytes; ``initial``: a resumed file),
+export and info.
 
 Light imports only (no torch, no numpy): ``sodkit eval`` runs without torch.
 """
@@ -80,14 +81,21 @@ class Progress:
     manager. ``unit``: what an item is (``img``, ``stage``, ``resamples``: a plural is kept).
     ``enabled=False`` (ranks other than 0, a nested step) shows nothing; ``terminal``: a bar
     (True) or log lines (False), default whether stderr is a terminal; ``summary``: a last
-    line with the count and the time when the work ends."""
+    line with the count and the time when the work ends; ``early``: in a log, a line after the
+    first update too (the first rate and ETA come at once, when an item takes a minute).
+    ``scale``: counts are said divided by it, with one decimal, in ``unit`` (no plural): bytes
+    as megabytes with ``unit="MB", scale=1e6``; ``initial``: done before this start (a
+    download resumed), counted but not in the rate."""
 
     def __init__(self, total: int | None, desc: str, unit: str = "it", enabled: bool = True,
                  log: logging.Logger | None = None, terminal: bool | None = None,
-                 summary: bool = False) -> None:
+                 summary: bool = False, early: bool = False, scale: float = 1.0,
+                 initial: int = 0) -> None:
         self.total, self.desc, self.unit = total, desc, unit
         self.summary = summary  # a last line with the count and the time
-        self.count = 0
+        self._early = early  # a line after the first update is due (then every interval)
+        self.scale, self.initial = scale, initial
+        self.count = initial
         self.enabled = enabled
         self.log = log or logger
         self.interval = interval_s()
@@ -103,6 +111,7 @@ class Progress:
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True,
+                             initial=initial, unit_scale=1 / scale if scale != 1 else False,
                              leave=False, file=sys.stderr)
         if self._bar is not None or self.interval > 0:
             self._thread = threading.Thread(target=self._tick, name="sodkit-progress",
@@ -130,7 +139,8 @@ class Progress:
                 if postfix:
                     self._bar.set_postfix_str(postfix, refresh=False)
                 self._bar.update(n)
-            elif time.monotonic() - self._last_line >= self.interval:
+            elif self._early or time.monotonic() - self._last_line >= self.interval:
+                self._early = False
                 self._line()
 
     def doing(self, what: str) -> None:
@@ -148,28 +158,38 @@ class Progress:
 
     def rate(self) -> float:
         """Items per second since the start."""
-        return self.count / max(time.monotonic() - self.start, 1e-9)
+        return (self.count - self.initial) / max(time.monotonic() - self.start, 1e-9)
 
     def _one(self) -> str:
+        if self.scale != 1:  # a unit of measure: MB
+            return self.unit
         return self.unit.removesuffix("s") if self.unit.endswith("s") else self.unit
 
     def _many(self) -> str:
-        return self.unit if self.unit.endswith("s") else noun_for(2, self.unit)
+        if self.scale != 1 or self.unit.endswith("s"):
+            return self.unit
+        return noun_for(2, self.unit)
 
     def _units(self, count: int) -> str:
-        return self.unit if count == 1 or self.unit.endswith("s") else self._many()
+        return self.unit if count == 1 else self._many()
+
+    def _amount(self, count: int) -> str:
+        return str(count) if self.scale == 1 else f"{count / self.scale:.1f}"
+
+    def _rate(self) -> str:
+        return format_rate(self.rate() / self.scale, self._one(), self._many())
 
     def status(self) -> str:
         """``desc: 12/40 img (30%), 2.5 img/s, eta 0:00:11, <postfix>`` as a log line says it."""
         elapsed = time.monotonic() - self.start
         if self.total:
-            done = (f"{self.count}/{self.total} {self._units(self.total)} "
-                    f"({100 * self.count / self.total:.0f}%)")
+            done = (f"{self._amount(self.count)}/{self._amount(self.total)} "
+                    f"{self._units(self.total)} ({100 * self.count / self.total:.0f}%)")
         else:
-            done = f"{self.count} {self._units(self.count)}"
+            done = f"{self._amount(self.count)} {self._units(self.count)}"
         parts = [done]
-        if self.count:
-            parts.append(format_rate(self.rate(), self._one(), self._many()))
+        if self.count > self.initial:
+            parts.append(self._rate())
             if self.total:
                 parts.append(f"eta {format_duration((self.total - self.count) / self.rate())}")
         parts.append(f"{format_duration(elapsed)} so far")
@@ -206,7 +226,6 @@ class Progress:
                 self._bar = None
             if done and self.summary:
                 elapsed = time.monotonic() - self.start
-                rate = (f", {format_rate(self.rate(), self._one(), self._many())}"
-                        if self.count else "")
-                self.log.info("%s: done, %s %s in %s%s", self.desc, self.count,
+                rate = f", {self._rate()}" if self.count > self.initial else ""
+                self.log.info("%s: done, %s %s in %s%s", self.desc, self._amount(self.count),
                               self._units(self.count), format_duration(elapsed), rate)

@@ -14,9 +14,9 @@ import torch
 from PIL import Image
 
 import sodkit
-from sodkit.cutout import background_of, color_of, cutout, fitted, parse_color
 from sodkit.errors import UserError
 from sodkit.imageio import read_image
+from sodkit.inference.render import background_of, color_of, cutout, fitted, parse_color
 
 
 @pytest.fixture(scope="module")
@@ -195,12 +195,12 @@ def test_the_api_batch_is_bounded_by_the_memory(model, photo, monkeypatch):
 def test_the_probe_measures_what_a_forward_pass_allocates(model):
     """The per-image figure the batch is chosen from is within a factor of what torch's
     allocator reports for a real forward pass at the full side (torch.profiler, exact)."""
-    from sodkit.api import _Local
-    from sodkit.data import build_test_transform
     from sodkit.engine.batch_memory import probe_side
     from sodkit.engine.memory import AllocatedPeak
     from sodkit.engine.predictor import probe_memory
-    from sodkit.engine.runtime import eval_mode
+    from sodkit.engine.runtime import OnDevice as _Local
+    from sodkit.inference.forward import eval_mode
+    from sodkit.inference.pipelines import build_test_transform
 
     transform = build_test_transform(model.config.data, size=256)
     estimate = probe_memory(model.network, transform, _Local(torch.device("cpu")), 256)

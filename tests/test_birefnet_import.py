@@ -26,10 +26,9 @@ import sodkit
 from sodkit.cli import main
 from sodkit.config.loader import stored_config
 from sodkit.config.schema import ModelCfg
-from sodkit.data import build_test_transform
-from sodkit.engine.postprocess import postprocess_of
 from sodkit.errors import UserError
 from sodkit.imageio import read_image
+from sodkit.inference.pipelines import build_test_transform, postprocess_of
 from sodkit.model_file import read_model_file
 from sodkit.network import build_network
 from sodkit.published.birefnet import BACKBONES, TIMM, recognise, rename_for

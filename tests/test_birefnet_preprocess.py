@@ -20,8 +20,7 @@ from PIL import Image
 from torchvision import transforms as T
 
 from sodkit.config.schema import DataCfg
-from sodkit.data import build_test_transform
-from sodkit.engine.postprocess import postprocess_of
+from sodkit.inference.pipelines import build_test_transform, postprocess_of
 
 NORMALISE = T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
 

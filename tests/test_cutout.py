@@ -1,5 +1,5 @@
 """``sodkit predict --save mask|soft|binary|cutout|overlay`` (#23 part 5) and the rendering module
-it shares with the Python API (sodkit/cutout.py)."""
+it shares with the Python API (sodkit/inference/render.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.cutout import Rendering, cutout, parse_color
 from sodkit.errors import UserError
 from sodkit.imageio import read_image, read_mask
+from sodkit.inference.render import Rendering, cutout, parse_color
 from tests.conftest import ROOT
 
 

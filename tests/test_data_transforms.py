@@ -6,7 +6,8 @@ import numpy as np
 import torch
 
 from sodkit.config.schema import DataCfg
-from sodkit.data import build_test_transform, build_train_transform
+from sodkit.data import build_train_transform
+from sodkit.inference.pipelines import build_test_transform
 
 MEAN = torch.tensor(DataCfg().mean).view(3, 1, 1)
 STD = torch.tensor(DataCfg().std).view(3, 1, 1)

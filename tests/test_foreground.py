@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.cutout import Rendering, cutout
 from sodkit.errors import UserError
 from sodkit.foreground import blur_fusion, blur_fusion_uint8, check_estimator, estimate
+from sodkit.inference.render import Rendering, cutout
 
 
 def _definition(image: np.ndarray, alpha: np.ndarray) -> np.ndarray:

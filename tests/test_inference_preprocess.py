@@ -21,9 +21,9 @@ from torchvision import transforms as T
 from sodkit.commands.test import follow_preprocess
 from sodkit.config import Config, load_config
 from sodkit.config.schema import DataCfg
-from sodkit.data import build_test_transform, transforms
-from sodkit.engine.postprocess import postprocess_of
 from sodkit.errors import ConfigError
+from sodkit.inference import preprocess as transforms
+from sodkit.inference.pipelines import build_test_transform, postprocess_of
 
 F3_MEAN = np.array([[[124.55, 118.90, 102.94]]])  # F3Net src/dataset.py Config
 F3_STD = np.array([[[56.77, 55.97, 57.50]]])

@@ -146,7 +146,7 @@ def test_first_use_downloads_and_converts_and_the_second_is_offline(server, rele
     assert record["source_sha256"] == hashlib.sha256(release).hexdigest()
     assert record["sha256_from"] == "first download"
     assert "trust on first use" in caplog.text and str(paths.record) in caplog.text
-    assert f"birefnet-general-lite: {len(release) / 1e6:.1f} of {len(release) / 1e6:.1f} MB " \
+    assert f"birefnet-general-lite: {len(release) / 1e6:.1f}/{len(release) / 1e6:.1f} MB " \
            f"(100%)" in caplog.text  # the progress lines
     model = read_model_file(paths.model)
     assert model["provenance"]["model"] == "birefnet-general-lite"

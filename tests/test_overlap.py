@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from sodkit.config import RuntimeCfg
-from sodkit.engine.evaluator import MaskWriter
 from sodkit.engine.overlap import OutputThread
+from sodkit.engine.rounds import MaskWriter
 from sodkit.engine.runtime import Runtime
 from sodkit.outputs import OutputFolder
 

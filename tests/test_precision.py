@@ -9,9 +9,9 @@ import torch
 
 from sodkit.cli import main
 from sodkit.config import ConfigError, LossCfg, ModelCfg, OptimCfg, RuntimeCfg, load_config
-from sodkit.engine.evaluator import predict_probabilities
 from sodkit.engine.runtime import Runtime
 from sodkit.engine.step import TrainStep
+from sodkit.inference.forward import predict_probabilities
 from sodkit.loss import build_criterion
 from sodkit.network import build_network
 from sodkit.optim import build_optimizer

@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
-from sodkit.cutout import cutout, fitted, overlay
 from sodkit.imageio import read_image, read_mask
+from sodkit.inference.render import cutout, fitted, overlay
 
 
 def _photos(folder: Path, count: int = 3, seed: int = 0, names: list[str] | None = None
@@ -93,10 +93,10 @@ def test_one_forward_pass_gives_every_kind(trained, tmp_path):
     the real network counts)."""
     from sodkit.api import load
     from sodkit.config import RuntimeCfg
-    from sodkit.cutout import Rendering
-    from sodkit.data import build_test_transform
     from sodkit.engine.predictor import predict_files
     from sodkit.engine.runtime import Runtime
+    from sodkit.inference.pipelines import build_test_transform
+    from sodkit.inference.render import Rendering
     from sodkit.predict_plan import plan, resolve
 
     photos = sorted(_photos(tmp_path / "in", 5).iterdir())
@@ -173,9 +173,10 @@ def test_it_says_what_it_will_do_then_shows_progress(checkpoint, tmp_path, run_c
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith("predicting 5 images with fpn/resnet18 at 64 px on cpu (")
     assert "thread" in lines[0] and "batch 2 (given)" in lines[0], lines[0]
-    progress = [line for line in lines if "/5 images, " in line]
-    assert progress[0].startswith("2/5 images, ") and progress[-1].startswith("5/5 images, ")
-    assert " elapsed" in progress[0] and "ETA" in progress[0]
+    progress = [line for line in lines if line.startswith("predicting: ")]
+    assert progress[0].startswith("predicting: 2/5 images (40%), ")
+    assert progress[-1].startswith("predicting: done, 5 images in ")
+    assert " so far" in progress[0] and "eta" in progress[0]
     assert lines[-1] == f"wrote 5 masks to {tmp_path / 'out'}"
 
 

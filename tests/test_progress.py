@@ -54,6 +54,30 @@ def test_a_line_per_item_and_one_at_the_end(monkeypatch, caplog):
         "quiet: 2/2 resamples (100%)"]
 
 
+def test_early_says_the_first_update_then_waits(monkeypatch, caplog):
+    """``early`` (predict): a line after the first batch, then none until the interval."""
+    monkeypatch.setenv("SODKIT_PROGRESS_S", "60")
+    caplog.set_level(logging.INFO)
+    with Progress(5, "predicting", unit="image", summary=True, early=True) as progress:
+        progress.update(2)
+        progress.update(2)
+        progress.update(1)
+    assert [r.getMessage().split(", ")[0] for r in caplog.records] == [
+        "predicting: 2/5 images (40%)", "predicting: done"]
+
+
+def test_megabytes_of_a_resumed_download(monkeypatch, caplog):
+    """``scale`` says bytes as MB (no plural); ``initial`` counts in the share, not the rate."""
+    monkeypatch.setenv("SODKIT_PROGRESS_S", "0")
+    caplog.set_level(logging.INFO)
+    with Progress(4_000_000, "model", unit="MB", scale=1e6, initial=3_000_000) as progress:
+        time.sleep(0.5)
+        progress.update(1_000_000)
+    line = caplog.records[-1].getMessage()
+    assert line.startswith("model: 4.0/4.0 MB (100%), "), line
+    assert float(line.split(", ")[1].removesuffix(" MB/s")) < 2.5, line  # 1 MB in >= 0.5 s
+
+
 def test_a_long_item_still_gets_lines(monkeypatch, caplog):
     monkeypatch.setenv("SODKIT_PROGRESS_S", "0.2")
     caplog.set_level(logging.INFO)

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
-from sodkit.cutout import MODES
+from sodkit.inference.render import MODES
 from tests import hostile_files, processes
 from tests.browser import Browser, find_chromium
 from tests.serve_helpers import Server, finish, form
@@ -101,6 +101,21 @@ def test_responses_are_predicts_files_byte_for_byte(server, photos, predicted):
     for kind in ("mask", "cutout", "soft"):
         assert base64.b64decode(answer["outputs"][kind]) == \
             (predicted[kind] / f"{stem}.png").read_bytes()
+
+
+def test_a_transparent_photos_cutout_is_predicts(server, checkpoint, photos, tmp_path):
+    """An upload's alpha is read as predict reads a file's: its cut-out keeps what was
+    transparent, byte for byte predict's (the server once dropped the alpha)."""
+    rgb = cv2.imread(str(photos[0]))
+    alpha = np.full(rgb.shape[:2], 255, np.uint8)
+    alpha[:, : rgb.shape[1] // 2] = 0
+    path = tmp_path / "rgba.png"
+    assert cv2.imwrite(str(path), np.dstack([rgb, alpha]))
+    assert main(["predict", str(path), "--checkpoint", str(checkpoint), "--out",
+                 str(tmp_path / "out"), "--save", "cutout", "--workers", "0"]) == 0
+    status, _, body = server.post(path.read_bytes(), query="?save=cutout")
+    assert (status, body) == (200, (tmp_path / "out" / "rgba.png").read_bytes())
+    assert not cv2.imdecode(np.frombuffer(body, np.uint8), cv2.IMREAD_UNCHANGED)[:, :2, 3].any()
 
 
 def test_a_large_upload_is_held_in_memory_only(server, scratch, photos, predicted):

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from sodkit.config import ModelCfg, RuntimeCfg
-from sodkit.engine.evaluator import predict_probabilities
 from sodkit.engine.runtime import Runtime
+from sodkit.inference.forward import predict_probabilities
 from sodkit.network import build_network
 
 

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..argtypes import int_in, user_path
 from ..config.schema import MAX_SIZE
-from ..trained import checkpoint_config, load_weights
 from ._common import add_weights_argument
 
 if TYPE_CHECKING:
@@ -94,21 +92,17 @@ def export_model_file(args: argparse.Namespace) -> int:
     from ..config import to_dict
     from ..config.stored import shareable_config
     from ..model_file import from_checkpoint, model_file_bytes
-    from ..network import build_network
     from ..progress import Progress
-    from ..torchfile import load_checkpoint
+    from ..trained import load_trained, read_trained
 
-    state = load_checkpoint(checkpoint, mmap=True)
-    cfg = checkpoint_config(state, checkpoint)
+    stored = read_trained(checkpoint)
+    state, cfg = stored.state, stored.config
     logger.info("export: %s (%s/%s) -> %s: its weights checked against the network, then "
                 "written with its config", checkpoint, cfg.model.name, cfg.model.backbone, out)
     with Progress(3, "export", unit="stage", summary=True) as progress:
         weights, provenance = from_checkpoint(state, checkpoint, args.weights)
         progress.update(postfix=f"{provenance['weights']} weights, sha256 of the source")
-        net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
-                            initialise=False)
-        load_weights(net, {**state, "model": weights, "ema": None, "model_file": False},
-                     checkpoint, "model")
+        load_trained(stored, weights=args.weights, checkpointing="off")  # the same weights
         progress.update(postfix="every tensor fits the network")
         # the run's config as it was (data, output folder and all: a record of the training),
         # without free-form entries that name files or hosts (sodkit/config/stored.py)
@@ -134,15 +128,14 @@ def run(args: argparse.Namespace) -> int:
         parity_sizes,
     )
     from ..errors import UserError
-    from ..network import build_network
     from ..progress import Progress
     from ..text import plural
-    from ..torchfile import load_checkpoint
+    from ..trained import load_trained, read_trained
 
     if args.opset is not None:
         check_opset(args.opset)
-    state = load_checkpoint(checkpoint, mmap=True)
-    cfg = checkpoint_config(state, checkpoint)
+    stored = read_trained(checkpoint)
+    cfg = stored.config
     # both bounded: --size by its type, the stored data.size by the config's range
     size = tuple(args.size) if args.size else (cfg.data.size, cfg.data.size)
     sizes = parity_sizes(size, args.dynamic)
@@ -151,11 +144,11 @@ def run(args: argparse.Namespace) -> int:
                 cfg.model.backbone, onnx, size[0], size[1], args.opset or "by default",
                 ", dynamic" if args.dynamic else "", plural(len(sizes), "size"))
     with Progress(3 + len(sizes), "export", unit="stage", summary=True) as progress:
-        net = build_network(replace(cfg.model, pretrained=None, checkpointing="off"),
-                            aux_outputs=False, initialise=False)
-        which = load_weights(net, state, checkpoint, args.weights)
+        trained = load_trained(stored, weights=args.weights, aux_outputs=False,
+                               checkpointing="off")
+        which = trained.weights
         progress.update(postfix="network built")
-        model = SaliencyModel(net).eval()
+        model = SaliencyModel(trained.network).eval()
         opset = args.opset or default_opset(model)
         target.write_with(onnx, lambda tmp: export_onnx(model, tmp, size, opset, args.dynamic))
         progress.update(postfix=f"wrote {onnx.name}")

@@ -28,20 +28,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def checkpoint_source(args: argparse.Namespace) -> tuple[Config, dict[str, Any]]:
     """The config stored in the checkpoint or model file ``args.config`` (overrides applied and
-    checked like a recipe's), and what the file says about its weights."""
-    from ..config.loader import stored_config
-    from ..torchfile import load_checkpoint
+    checked like a recipe's, its network's size bounded), and what the file says about its
+    weights."""
+    from ..trained import read_trained
 
-    path = Path(args.config)
-    state = load_checkpoint(path, mmap=True)
-    cfg = stored_config(state.get("config"), path, args.overrides)
+    stored = read_trained(args.config, overrides=args.overrides)
+    state, path = stored.state, stored.source
     if state.get("model_file"):
-        about = {"file": str(path), "kind": "model file", **state.get("provenance", {})}
+        about = {"file": str(path), "kind": "model file", **stored.provenance}
     else:
         about = {"file": str(path), "kind": "checkpoint", "epoch": state.get("epoch"),
                  "step": state.get("step"), "ema": bool(state.get("ema")),
                  "training_state": "optimizer" in state}
-    return cfg, about
+    return stored.config, about
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..argtypes import float_in, int_in, user_path
 from ..config.schema import MAX_SIZE, MIN_SIZE
-from ..trained import checkpoint_config, load_weights
 from ._common import add_model_arguments, add_weights_argument, resolve_model_argument
 
 if TYPE_CHECKING:
-    from ..cutout import Rendering
     from ..engine.batch_memory import BatchChoice
+    from ..inference.render import Rendering
     from ..predict_plan import Targets
 
 logger = logging.getLogger(__name__)
@@ -66,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_save_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--save`` and its options (what each ``<stem>.png`` holds: :mod:`sodkit.cutout`)."""
+    """``--save`` and its options (what each ``<stem>.png`` holds:
+    :mod:`sodkit.inference.render`)."""
     parser.add_argument("--save", action="append", type=save_kinds, metavar="KIND[,KIND]",
                         help="mask: uint8 map (default); soft: 16-bit map; binary: 0/255 at "
                              "--threshold; cutout: RGBA, the mask as alpha; overlay: the image "
@@ -90,7 +89,7 @@ def add_save_arguments(parser: argparse.ArgumentParser) -> None:
 
 def save_kinds(text: str) -> list[str]:
     """An argparse ``type``: ``--save`` kinds, comma-separated."""
-    from ..cutout import MODES
+    from ..inference.render import MODES
 
     kinds = [kind.strip() for kind in text.split(",")]
     bad = [kind for kind in kinds if kind not in MODES]
@@ -102,8 +101,8 @@ def save_kinds(text: str) -> list[str]:
 def outputs_of(args: argparse.Namespace) -> list[tuple[str, Rendering | None]]:
     """What ``--save`` asks for, each kind once in the order given, checked before any work
     (a background image file is read here); None for the plain mask."""
-    from ..cutout import Rendering, background_of, parse_color
     from ..errors import UserError
+    from ..inference.render import Rendering, background_of, parse_color
 
     kinds = list(dict.fromkeys(kind for group in args.save or [["mask"]] for kind in group))
     foreground = args.foreground or ("ml" if args.estimate_foreground else "none")
@@ -168,18 +167,17 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
              largest: tuple[int, int]) -> int:
     """Load, choose the batch, say what will happen, predict (the checks are done)."""
     from ..config import RuntimeCfg
-    from ..data import build_test_transform
     from ..engine.batch_memory import worth_probing
     from ..engine.predictor import ImageBatches, predict_files, probe_memory
     from ..engine.runtime import Runtime
-    from ..network import build_network
+    from ..inference.pipelines import build_test_transform
     from ..outputs import claim
     from ..resources import cap_workers
-    from ..torchfile import load_checkpoint
+    from ..trained import load_trained, read_trained
 
     resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
-    state = load_checkpoint(args.checkpoint, mmap=True)
-    cfg = checkpoint_config(state, Path(args.checkpoint))
+    stored = read_trained(args.checkpoint)  # the network is built once decoding has started
+    cfg = stored.config
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     transform = build_test_transform(cfg.data, size=args.size)
     workers = cap_workers(DEFAULT_WORKERS if args.workers is None else args.workers, len(paths),
@@ -196,9 +194,7 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     early = args.batch_size or (choice.batch if choice else None)
     images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
-        model = build_network(replace(cfg.model, pretrained=None), initialise=False)
-        load_weights(model, state, Path(args.checkpoint), args.weights)  # all of them
-        model = model.to(runtime.device)
+        model = load_trained(stored, weights=args.weights, device=runtime.device).network
         if choice is None:
             choice = _choice(probe_memory(model, transform, runtime, size, tta), size, runtime,
                              args, outputs, keep, largest, workers)
@@ -240,7 +236,7 @@ def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace, count: int,
     """What the command will do, before it does it: the first line of a long run."""
     import torch
 
-    from ..cutout import NOUNS
+    from ..inference.render import NOUNS
     from ..text import and_list, noun_for, plural
 
     if not runtime.is_main:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..argtypes import user_path
-from ..trained import load_weights
 from ._common import (
     add_config_arguments,
     add_model_arguments,
@@ -106,26 +105,23 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.position import checkpoint_position
     from ..engine.runtime import Runtime
     from ..errors import UserError
-    from ..network import build_network
     from ..outputs import claim, remove_run_folder
     from ..paths import check_not_input
     from ..report.html import write_run_report
     from ..report.run_results import write_eval_outputs
     from ..resources import keep_freed_memory
-    from ..torchfile import load_checkpoint
+    from ..trained import load_trained, read_trained
 
     keep_freed_memory()
     runtime = Runtime(cfg.runtime)
     folder = None
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
-        state = load_checkpoint(args.checkpoint, mmap=True)
-        cfg = follow_preprocess(cfg, state, Path(args.checkpoint))
+        stored = read_trained(args.checkpoint)
+        cfg = follow_preprocess(cfg, stored.state, stored.source)
         if args.model:  # a model by name brings its network; CONFIG gives the test sets
-            from ..trained import checkpoint_config
-
-            stored = checkpoint_config(state, Path(args.checkpoint))
-            cfg = replace(cfg, model=replace(stored.model, pretrained=None, init_from=None))
+            cfg = replace(cfg, model=replace(stored.config.model, pretrained=None,
+                                             init_from=None))
         loaders = build_test_loaders(cfg, runtime.rank, runtime.world_size)
         check_not_input(out, _dataset_folders(loaders))
         pred_root = out / "predictions" if cfg.eval.save_predictions else None
@@ -136,12 +132,11 @@ def run(args: argparse.Namespace) -> int:
             folder.check(eval_output_paths(out, loaders, pred_root))
         runtime.barrier()
         setup_logging(out / "test.log", runtime.is_main)
-        model = build_network(replace(cfg.model, pretrained=None), initialise=False)  # the file
-        which = load_weights(model, state, Path(args.checkpoint), args.weights)
-        model = runtime.wrap(model)
+        trained = load_trained(stored, weights=args.weights, model=cfg.model)  # the recipe's
+        model = runtime.wrap(trained.network)
         logger.info("evaluating %s (%s, %s weights) on %s", args.checkpoint,
-                    checkpoint_position(
-                        {**(state.get("provenance") or {}), **state}), which, ", ".join(loaders))
+                    checkpoint_position({**trained.provenance, **stored.state}),
+                    trained.weights, ", ".join(loaders))
         result = evaluate(model, loaders, runtime, cfg, pred_root)
         if runtime.is_main:
             write_eval_outputs(result, folder)

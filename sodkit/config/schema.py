@@ -20,7 +20,7 @@ IMAGENET_STD = [0.229, 0.224, 0.225]
 MIN_SIZE, MAX_SIZE = 16, 4096
 MAX_SECONDS = 30 * 24 * 3600  # time limits: 30 days, well inside what a timedelta holds
 SIZE_MULTIPLE = 32  # data.size_range's draws are floored to it (BiRefNet's custom_collate_fn)
-# data.preprocess: the inference pipelines (sodkit/data/preprocess.py)
+# data.preprocess: the inference pipelines (sodkit/inference/pipelines.py)
 Preprocess = Literal["sodkit", "minet", "f3net", "birefnet", "birefnet-card"]
 
 
@@ -86,7 +86,7 @@ class DataCfg:
     std: list[float] = ranged(factory=lambda: list(IMAGENET_STD), above=0, high=1,
                               length=3, hint="R, G, B of images scaled to [0, 1]; ImageNet: "
                                              "0.229, 0.224, 0.225")
-    # inference pipeline of test, predict and the API (sodkit/data/preprocess.py): sodkit
+    # inference pipeline of test, predict and the API (sodkit/inference/pipelines.py): sodkit
     # (antialiased resize, data.mean/std, probabilities resized bilinearly to the image), or
     # minet / f3net / birefnet / birefnet-card (the authors' own, for their released weights:
     # import-weights records it);

@@ -29,22 +29,15 @@ from .loaders import (
 )
 from .presets import PRESETS, Preset, cache_dir, demo_root, get_preset
 from .synthetic import DEMO_VERSION, generate_demo
-from .transforms import (
-    SoftMask,
-    TestTransform,
-    TrainTransform,
-    build_test_transform,
-    build_train_transform,
-)
+from .transforms import SoftMask, TrainTransform, build_train_transform
 
 __all__ = [
     "DEMO_VERSION", "IMAGE_EXTENSIONS", "PRESETS", "InferenceSampler", "Issue",
-    "MultiScaleBatchSampler", "Pair", "Preset", "SoftMask", "TestDataset", "TestTransform",
-    "TrainDataset", "TrainTransform", "build_test_loaders", "build_test_transform",
-    "build_train_dataset", "build_train_loader", "build_train_transform", "cache_dir",
-    "check_pair", "check_pairs", "checks", "collate_test", "collate_train", "datasets",
-    "demo_root", "find_pairs",
-    "generate_demo", "get_preset", "list_images", "loaders", "prepare_dataset", "presets",
-    "read_image", "read_list_file", "read_mask", "render", "resolve_dataset", "set_epoch",
-    "shard_range", "synthetic", "transforms", "write_mask",
+    "MultiScaleBatchSampler", "Pair", "Preset", "SoftMask", "TestDataset", "TrainDataset",
+    "TrainTransform", "build_test_loaders", "build_train_dataset", "build_train_loader",
+    "build_train_transform", "cache_dir", "check_pair", "check_pairs", "checks", "collate_test",
+    "collate_train", "datasets", "demo_root", "find_pairs", "generate_demo", "get_preset",
+    "list_images", "loaders", "prepare_dataset", "presets", "read_image", "read_list_file",
+    "read_mask", "render", "resolve_dataset", "set_epoch", "shard_range", "synthetic",
+    "transforms", "write_mask",
 ]

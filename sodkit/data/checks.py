@@ -12,6 +12,7 @@ problem means (training drops the pair, evaluation refuses, ``sodkit check-data`
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -98,13 +99,15 @@ def check_pairs(pairs: list[Pair], full: bool = True, threads: int = 2,
     """
     take_notes()  # conversions counted before are not about these pairs
     issues: list[Issue] = []
-    for done, found in enumerate(_map(lambda p: check_pair(p, full), pairs, threads), 1):
-        issues.extend(found)
-        if progress is not None:
-            progress(done)
+    with contextlib.closing(_map(lambda p: check_pair(p, full), pairs, threads)) as checked:
+        for done, found in enumerate(checked, 1):
+            issues.extend(found)
+            if progress is not None:
+                progress(done)
     looked_at = pairs if full else _sample(pairs)
     if not full:
-        issues += [issue for found in _map(_sample_mask, looked_at, threads) for issue in found]
+        with contextlib.closing(_map(_sample_mask, looked_at, threads)) as sampled:
+            issues += [issue for found in sampled for issue in found]
     return issues + _encoding_issues(take_notes(), looked_at, sampled=not full)
 
 
@@ -137,6 +140,8 @@ def _encoding_issues(notes: Counter, pairs: list[Pair], sampled: bool) -> list[I
 
 
 def _map(fn: Callable, items: list, threads: int) -> Iterator:
+    """``map`` in ``threads``; its caller closes it (an error stops it early: left to the
+    garbage collector, the pool's shutdown would join threads from inside a collection)."""
     if threads <= 1 or len(items) < 2:
         yield from map(fn, items)
         return

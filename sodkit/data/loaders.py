@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from ..config.schema import Config
 from ..errors import ConfigError, DataError
+from ..inference.pipelines import build_test_transform
 from ..resources import cap_workers, resolve_workers
 from ..sharding import shard_range
 from ..text import plural
@@ -33,7 +34,7 @@ from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_datas
 from .holdout import NAME as VAL
 from .holdout import split_pairs
 from .sizes import Size, SizeRange, batch_size_choices
-from .transforms import build_test_transform, build_train_transform
+from .transforms import build_train_transform
 
 logger = logging.getLogger(__name__)
 

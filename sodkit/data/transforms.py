@@ -9,7 +9,8 @@ a SoftMask kernel fall back to the Mask kernels, so alignment holds for any geom
 later. Colour jitter and normalisation only touch images by construction.
 
 Train and test resize the same way (bilinear, antialiased), so a network sees the same input
-statistics in both.
+statistics in both: the test side is :class:`sodkit.inference.preprocess.TestTransform`,
+whose array -> tensor step and normalisation these transforms share.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
 from ..config.schema import DataCfg
+from ..inference.preprocess import image_to_tensor, normalisation
 from .augment import color_enhance, pepper
 
 BILINEAR = InterpolationMode.BILINEAR
@@ -50,13 +52,6 @@ def _rotate_soft(mask: torch.Tensor, angle: float, interpolation=BILINEAR, expan
     return tv_tensors.wrap(out, like=mask)
 
 
-def image_to_tensor(image: np.ndarray) -> tv_tensors.Image:
-    """uint8 RGB (H, W, 3) numpy -> uint8 ``tv_tensors.Image`` (3, H, W), no copy."""
-    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"expected a uint8 (H, W, 3) RGB array, got {image.dtype} {image.shape}")
-    return tv_tensors.Image(torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1))
-
-
 def mask_to_tensor(mask: np.ndarray) -> SoftMask:
     """uint8 or uint16 (a 16-bit alpha matte) (H, W) numpy -> float32 SoftMask (1, H, W) in
     [0, 1]: the soft values kept at the file's precision."""
@@ -64,11 +59,6 @@ def mask_to_tensor(mask: np.ndarray) -> SoftMask:
         return SoftMask(torch.from_numpy(mask.astype(np.float32) / np.float32(65535))
                         .unsqueeze(0))
     return SoftMask(torch.from_numpy(np.ascontiguousarray(mask)).unsqueeze(0).float() / 255.0)
-
-
-def _finish(cfg: DataCfg) -> v2.Compose:
-    return v2.Compose([v2.ToDtype(torch.float32, scale=True),
-                       v2.Normalize(mean=list(cfg.mean), std=list(cfg.std))])
 
 
 class TrainTransform:
@@ -93,7 +83,7 @@ class TrainTransform:
             j = cfg.color_jitter
             steps.append(v2.ColorJitter(brightness=j, contrast=j, saturation=j))
         self.augment = v2.Compose(steps) if steps else v2.Identity()
-        self.finish = _finish(cfg)
+        self.finish = normalisation(cfg)
         self.crop, self.binarize = cfg.crop, cfg.binarize
         self.enhance, self.pepper = cfg.color_enhance, cfg.pepper
 
@@ -134,36 +124,5 @@ def _draw(bound: int) -> int:
     return int(torch.randint(bound, ()).item()) if bound > 0 else 0
 
 
-class TestTransform:
-    """Resize to a square side and normalise: uint8 RGB (H, W, 3) -> float32 (3, S, S)."""
-
-    preprocess = "sodkit"  # its inference pipeline (sodkit/data/preprocess.py)
-
-    def __init__(self, cfg: DataCfg, size: int) -> None:
-        self.size = size
-        self.finish = _finish(cfg)
-
-    def __call__(self, image: np.ndarray) -> torch.Tensor:
-        img = F.resize(image_to_tensor(image), [self.size, self.size], interpolation=BILINEAR,
-                       antialias=True)
-        return self.finish(img).as_subclass(torch.Tensor)
-
-
 def build_train_transform(cfg: DataCfg) -> TrainTransform:
     return TrainTransform(cfg)
-
-
-def build_test_transform(cfg: DataCfg, size: int | None = None
-                         ) -> Callable[[np.ndarray], torch.Tensor]:
-    """The inference transform at ``size`` (default ``cfg.size``); ``predict`` uses it too.
-
-    ``data.preprocess`` picks the pipeline (:mod:`sodkit.data.preprocess`): unset, sodkit's
-    :class:`TestTransform`; an author's name, that author's own inference preprocessing. The
-    transform's ``preprocess`` attribute tells the engine which output side goes with it.
-    """
-    from .preprocess import AUTHORS, preprocess_name
-
-    name = preprocess_name(cfg)
-    if name in AUTHORS:
-        return AUTHORS[name](cfg, size or cfg.size)
-    return TestTransform(cfg, size or cfg.size)

@@ -11,120 +11,27 @@ written to the run folder by :mod:`sodkit.report.run_results` (the trainer, ``so
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
 from ..config import Config
-from ..errors import Preempted, UserError
 from ..imageio import encode_mask
+from ..inference.forward import eval_mode, predict_scores
+from ..inference.pipelines import postprocess_of
 from ..metrics import SODMetrics
 from ..outputs import OutputFolder
 from ..paths import inside
 from ..progress import Progress
 from ..report.run_results import EVAL_FILES, EvalResult
 from ..visualize import denormalize, to_rgb
-from .runtime import Runtime, eval_mode
+from .rounds import MaskWriter, agree_on_round
+from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
-
-
-class MaskWriter:
-    """Rank 0 writes every rank's masks: each rank encodes its PNGs, and in lockstep rounds (one
-    per batch of the longest shard, empty ones for shorter shards) rank 0 gathers and writes them.
-
-    So a job on several machines needs no shared folder for predictions, and no file is written
-    by two processes. One process: the masks are written at once. Each is written and recorded
-    by ``outputs``, the output folder it goes to (it replaces only masks sodkit wrote there).
-    """
-
-    def __init__(self, runtime: Runtime, items: int, batch_size: int,
-                 outputs: OutputFolder | None) -> None:
-        self.runtime = runtime
-        self.outputs = outputs  # None: nothing written (and no collective)
-        longest_shard = math.ceil(items / runtime.world_size)
-        self.rounds = math.ceil(longest_shard / batch_size)
-
-    def send(self, files: list[tuple[Path, bytes]]) -> None:
-        """This rank's files of one batch (every rank calls it once per round; an evaluation
-        that writes nothing sends nothing and makes no collective)."""
-        if self.outputs is None:
-            return
-        for part in self.runtime.gather_to_main(files) or []:
-            for path, data in part:
-                self.outputs.write_bytes(path, data)
-
-
-TTA = ("hflip",)  # eval.tta values
-
-
-def predict_probabilities(
-    model: nn.Module, images: torch.Tensor, runtime: Runtime, precision: str = "fp32",
-    tta: Sequence[str] = (),
-) -> torch.Tensor:
-    """Saliency probabilities (B, 1, h, w) in float32 for a normalised batch; the forward runs
-    at ``precision`` (``eval.precision``: fp32 unless the config says otherwise).
-
-    ``tta`` (``eval.tta``): ``hflip`` adds a pass on the mirrored images, mirrored back; the
-    result is the mean of the passes' probabilities (averaging probabilities, not logits, so
-    one confident pass cannot outvote the other without bound).
-    """
-    unknown = set(tta) - set(TTA)
-    if unknown:
-        raise ValueError(f"eval.tta: unknown {sorted(unknown)} (known: {list(TTA)})")
-    with runtime.autocast(precision):
-        logits = model(images)["logits"]
-    probs = torch.sigmoid(logits.float())
-    if "hflip" in tta:
-        with runtime.autocast(precision):
-            flipped = model(images.flip(-1))["logits"]
-        probs = (probs + torch.sigmoid(flipped.float()).flip(-1)) / 2
-    return probs
-
-
-def agree_on_round(runtime: Runtime, probs: torch.Tensor | None, names: Sequence[str],
-                   precision: str = "fp32", stop: bool = False) -> None:
-    """The one agreement every rank makes per round of predictions (a rank whose shard is done
-    joins with ``probs`` None): a stop, and non-finite probabilities, seen on any rank.
-
-    NaN probabilities quantise to 0: an all-black mask, written and measured as if it were a
-    prediction; a batch holding any is an error instead, on every rank at once, so that none is
-    left waiting in a gather.
-
-    Raises:
-        Preempted: ``stop`` on some rank (a stop signal during an evaluation).
-        UserError: non-finite probabilities on some rank.
-    """
-    mine = probs is not None and not bool(torch.isfinite(probs).all())
-    stopping, broken = runtime.any_rank(stop, mine)
-    if stopping:
-        raise Preempted("stopped during an evaluation")
-    if broken:
-        where = f"for {', '.join(names[:3])}" if mine else "on another process's images"
-        hint = ("eval.precision fp16 overflowed: use fp32 or bf16" if precision == "fp16" else
-                "the weights or data.mean / data.std are broken")
-        raise UserError(f"the network predicted NaN or infinite values {where}; nothing of this "
-                        f"batch is written ({hint})")
-
-
-def probability_at(prob: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """One (1, 1, h, w) probability map resized to ``size`` (bilinear), as (H, W) float32: what
-    :func:`to_uint8_at` quantises, and what the Python API and the cut-outs read."""
-    if tuple(prob.shape[-2:]) != tuple(size):
-        prob = F.interpolate(prob, size=size, mode="bilinear", align_corners=False)
-    return prob[0, 0]
-
-
-def to_uint8_at(prob: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
-    """Resize one (1, 1, h, w) probability map to ``size`` (bilinear) and quantise like a PNG."""
-    return probability_at(prob, size).mul(255.0).round_().clamp_(0, 255).to(torch.uint8).cpu(
-        ).numpy()
 
 
 def evaluate(
@@ -172,7 +79,6 @@ def _run_dataset(
     from ..metrics.families import reads_images
     from ..metrics.keys import families_with
     from ..trimap import read_trimap
-    from .postprocess import postprocess_of, predict_scores  # it imports this module
 
     post = postprocess_of(loader.dataset.transform)  # data.preprocess's output side
     metrics = SODMetrics(families=families_with(cfg.eval.compute, cfg.eval.metric))

@@ -10,7 +10,7 @@ interpolation, OpenCV's PNG encoder, file writes) release the GIL.
   a thread slower than the forward passes holds the loop back instead of piling up memory.
 - The thread runs the jobs in order, one at a time: the files are written in the order they
   always were, by one writer.
-- Under torchrun, :meth:`MaskWriter.send <sodkit.engine.evaluator.MaskWriter.send>` is a
+- Under torchrun, :meth:`MaskWriter.send <sodkit.engine.rounds.MaskWriter.send>` is a
   collective: the thread only encodes, and the main thread sends each round's files, in round
   order on every rank, ``depth`` rounds later. One process: the thread writes too.
 - A job's error is raised in the main thread at the next :meth:`OutputThread.put` or at
@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 
-from .evaluator import MaskWriter
+from .rounds import MaskWriter
 from .runtime import Runtime
 
 Files = list[tuple[Path, bytes]]

@@ -13,22 +13,25 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from ..cutout import NOUNS
 from ..errors import UserError
-from ..imageio import IMAGE_EXTENSIONS, encode_mask, read_image, read_image_alpha
+from ..imageio import IMAGE_EXTENSIONS, read_image, read_image_alpha
+from ..inference.encode import Outputs, encode_outputs
+from ..inference.forward import eval_mode, predict_scores
+from ..inference.pipelines import postprocess_of
+from ..inference.postprocess import Postprocess
+from ..inference.render import NOUNS
 from ..outputs import OutputFolder
 from ..paths import inside
+from ..progress import Progress
 from ..sharding import shard_range
 from ..text import and_list, plural
-from .evaluator import MaskWriter, agree_on_round
-from .logging import CountProgress
 from .overlap import OutputThread
-from .postprocess import Postprocess, postprocess_of, predict_scores
-from .runtime import Runtime, eval_mode
+from .rounds import MaskWriter, agree_on_round
+from .runtime import Runtime
 from .skip_bad import SkipUnreadable, collate_skipping, next_batch, report_skipped
 
 if TYPE_CHECKING:
-    from ..cutout import Rendering
+    from ..inference.render import Rendering
 
 logger = logging.getLogger(__name__)
 
@@ -84,35 +87,12 @@ def _collate(items: list[dict]) -> dict:
     }
 
 
-def predict_arrays(
-    model: nn.Module,
-    images: Sequence[np.ndarray],
-    transform: Callable[[np.ndarray], torch.Tensor],
-    runtime: Runtime,
-    batch_size: int = 8,
-    tta: Sequence[str] = (),
-    precision: str = "fp32",
-) -> Iterator[np.ndarray]:
-    """Probability maps (float32 (H, W) in [0, 1], each at its image's own size) of uint8 RGB
-    arrays, in order: the Python API's path, with :func:`predict_files`' transform, forward
-    and resize (whose PNGs are these maps quantised), the transform's pipeline included
-    (``data.preprocess``: :mod:`sodkit.engine.postprocess`)."""
-    post = postprocess_of(transform)
-    with eval_mode(model):
-        for start in range(0, len(images), batch_size):
-            chunk = images[start : start + batch_size]
-            batch = torch.stack([transform(image) for image in chunk]).to(runtime.device)
-            probs = predict_scores(model, batch, runtime, post, precision, tta=tta)
-            for i, image in enumerate(chunk):
-                prob = post.probability_map(probs[i : i + 1], tuple(image.shape[:2]))
-                yield prob.float().cpu().numpy()
-
-
 def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tensor],
                  runtime: Runtime, size: int, tta: Sequence[str] = (),
                  precision: str = "fp32") -> int | None:
-    """Bytes one image adds to :func:`predict_files`' and :func:`predict_arrays`' forward
-    pass at ``size`` (:func:`sodkit.engine.batch_memory.forward_memory`; None: unknown)."""
+    """Bytes one image adds to :func:`predict_files`' and :func:`~sodkit.inference.forward.
+    predict_arrays`' forward pass at ``size`` (:func:`sodkit.engine.batch_memory.
+    forward_memory`; None: unknown)."""
     from .batch_memory import forward_memory
 
     post = postprocess_of(transform)
@@ -124,28 +104,18 @@ def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tenso
     return forward_memory(run, size, runtime.device)
 
 
-Outputs = Sequence[tuple[str, "Rendering | None"]]  # (kind, rendering; None: the uint8 mask)
-
-
 def _encoded(batch: dict | None, probs: torch.Tensor | None, targets: list[dict[str, Path]],
              post: Postprocess, outputs: Outputs) -> list[tuple[Path, bytes]]:
     """One batch's files: each image's scores at its own size, as each of ``outputs`` (one
-    forward pass, every kind), PNG bytes (run beside the next forward pass:
-    :mod:`sodkit.engine.overlap`)."""
+    forward pass, every kind: :func:`~sodkit.inference.encode.encode_outputs`), to the paths
+    ``targets`` gives each kind (run beside the next forward pass: :mod:`sodkit.engine.overlap`).
+    """
     if batch is None or probs is None:
         return []
-    files = []
-    for i, (size, target) in enumerate(zip(batch["size"], targets, strict=True)):
-        scores, prob = probs[i : i + 1], None
-        for kind, rendering in outputs:
-            if rendering is None:
-                files.append((target[kind], encode_mask(post.to_mask(scores, tuple(size)))))
-                continue
-            if prob is None:  # once for every rendering of the image
-                prob = post.probability_map(scores, tuple(size)).cpu().numpy()
-            files.append((target[kind], rendering.png(prob, batch["original"][i],
-                                                      batch["alpha"][i])))
-    return files
+    return [(target[kind], data)
+            for i, (size, target) in enumerate(zip(batch["size"], targets, strict=True))
+            for kind, data in encode_outputs(post, probs[i : i + 1], tuple(size), outputs,
+                                             batch["original"][i], batch["alpha"][i])]
 
 
 class ImageBatches:
@@ -201,7 +171,8 @@ def predict_files(
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
 
-    ``rendering`` (``--save``): what each PNG holds (:mod:`sodkit.cutout`); None: the mask.
+    ``rendering`` (``--save``): what each PNG holds (:mod:`sodkit.inference.render`); None:
+    the mask.
     ``outputs``: several kinds from one forward pass instead, ``(kind, rendering)`` each, with
     ``targets``: each path's output file by kind (:func:`sodkit.predict_plan.resolve`), and
     ``where`` they go, for the last line. ``progress``: a bar or log lines as it goes.
@@ -225,10 +196,11 @@ def predict_files(
     first = shard_range(len(paths), runtime.rank, runtime.world_size).start
     writer = MaskWriter(runtime, len(paths), batch_size, folder)
     post = postprocess_of(transform)  # the output side of the transform's pipeline
-    shown = CountProgress(len(paths), "image", progress and runtime.is_main, log=logger)
+    shown = Progress(len(paths), "predicting", unit="image",
+                     enabled=progress and runtime.is_main, log=logger, summary=True, early=True)
     written: list[Path] = []
     try:
-        with eval_mode(model), OutputThread(writer, runtime) as output:
+        with shown, eval_mode(model), OutputThread(writer, runtime) as output:
             for round_ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
                 batch = images.next()
                 probs = None if batch is None else predict_scores(
@@ -245,7 +217,6 @@ def predict_files(
                 shown.update(_round_size(len(paths), runtime.world_size, batch_size, round_))
     finally:
         images.close()
-        shown.close()
     left_out = report_skipped(runtime, [(mine[i], why) for i, why in images.skipped]
                               ) if skip_bad else 0
     done = len(paths) - left_out

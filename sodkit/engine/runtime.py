@@ -13,7 +13,8 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -290,13 +291,14 @@ class Runtime:
         return load_checkpoint(path)
 
 
-@contextlib.contextmanager
-def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Evaluate with ``no_grad`` in eval mode, restoring the previous mode afterwards."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            yield model
-    finally:
-        model.train(was_training)
+@dataclass
+class OnDevice:
+    """What the forward (:mod:`sodkit.inference.forward`) asks of a runtime, its device and
+    autocast, without a Runtime's process-wide effects (seeding, threads, process group): the
+    Python API's and the server's."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None = None
+
+    def autocast(self, precision: str | None = None) -> contextlib.AbstractContextManager:
+        return Runtime.autocast(self, precision)  # type: ignore[arg-type]

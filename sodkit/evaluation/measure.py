@@ -9,6 +9,7 @@ Every image is measured under its dataset index, so that shards and worker runs 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,16 +62,17 @@ def measure(job: Job, workers: int, shard: range | None = None, progress: bool =
                     for k, method in enumerate(job.preds)}
         threads = min(2, available_cores())  # weighted F-measure threads, as SODMetrics' default
         metrics = new_metrics(job, threads)
-        pairs = prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
-        for index, (gt, preds) in zip(shard, pairs, strict=True):
-            image = (None if job.images is None
-                     else read_image_at(job.images[stems[index]], gt.shape))
-            trimap = (None if job.trimaps is None
-                      else read_trimap(job.trimaps[stems[index]], gt.shape))
-            for metric, pred in zip(metrics.values(), preds, strict=True):
-                if pred is not None:  # None: the method lacks it (--allow-missing)
-                    metric.update(pred, gt, index=index, image=image, trimap=trimap)
-            bar.update()
+        reads = prefetch(lambda stem: _read_pair(job, stem), [stems[i] for i in shard], workers)
+        with contextlib.closing(reads) as pairs:  # closed here on an error, not by the GC
+            for index, (gt, preds) in zip(shard, pairs, strict=True):
+                image = (None if job.images is None
+                         else read_image_at(job.images[stems[index]], gt.shape))
+                trimap = (None if job.trimaps is None
+                          else read_trimap(job.trimaps[stems[index]], gt.shape))
+                for metric, pred in zip(metrics.values(), preds, strict=True):
+                    if pred is not None:  # None: the method lacks it (--allow-missing)
+                        metric.update(pred, gt, index=index, image=image, trimap=trimap)
+                bar.update()
         finish(metrics)  # measured whole within the time of this call
         return metrics
 

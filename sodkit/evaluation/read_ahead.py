@@ -28,10 +28,16 @@ def pair_bytes(pair: tuple[Any, list[Any]]) -> int:
 def prefetch(read: Callable[[str], Any], items: list[str], workers: int,
              size: Callable[[Any], int] = pair_bytes) -> Iterator[Any]:
     """``read`` over ``items`` in threads, in order, with at most ``4 x workers`` (at least 8)
-    reads ahead and no more than :data:`MAX_AHEAD_BYTES` of them by the largest ``size`` seen."""
+    reads ahead and no more than :data:`MAX_AHEAD_BYTES` of them by the largest ``size`` seen.
+
+    Close it when stopping early (``contextlib.closing``): left to the garbage collector, its
+    pool's shutdown joins threads from inside a collection, which can happen while a new
+    thread holds threading's shutdown lock (a deadlock seen in the test suite). Reads not yet
+    started are cancelled then."""
     most = max(4 * workers, 8)
     largest = 0
-    with ThreadPoolExecutor(max(workers, 1)) as pool:
+    pool = ThreadPoolExecutor(max(workers, 1))
+    try:
         pending: deque[Future] = deque()
         following = 0
         for _ in range(len(items)):
@@ -43,3 +49,5 @@ def prefetch(read: Callable[[str], Any], items: list[str], workers: int,
             result = pending.popleft().result()
             largest = max(largest, size(result))
             yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

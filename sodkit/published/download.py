@@ -7,18 +7,16 @@ the server restarts from zero instead of being spliced. A connection that drops 
 resumed a few times within the call, and a process that was killed resumes on its next call.
 The bytes taken never exceed the expected size (or, with none, ``SODKIT_MAX_FILE_MB``).
 
-Progress: a tqdm bar on a terminal, else a log line every ``SODKIT_PROGRESS_S`` seconds
-(default 5). Light: no torch.
+Progress: :class:`sodkit.progress.Progress` in megabytes (a tqdm bar on a terminal, else a
+log line every ``SODKIT_PROGRESS_S`` seconds, default 5). Light: no torch.
 """
 
 from __future__ import annotations
 
 import http.client
 import logging
-import os
 import re
 import socket
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..progress import Progress
 
 logger = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0
 RETRIES = 4  # resumptions of a dropped connection within one call
-PROGRESS_ENV, PROGRESS_DEFAULT_S = "SODKIT_PROGRESS_S", 5.0
 _RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 _DROPPED = (http.client.IncompleteRead, http.client.RemoteDisconnected, ConnectionError,
             socket.timeout, TimeoutError)
@@ -53,47 +51,6 @@ class _HttpOnly(urllib.request.HTTPRedirectHandler):
 
 
 _OPENER = urllib.request.build_opener(_HttpOnly)
-
-
-def _interval() -> float:
-    text = os.environ.get(PROGRESS_ENV, "").strip()
-    try:
-        return max(float(text), 0.0) if text else PROGRESS_DEFAULT_S
-    except ValueError:
-        raise UserError(f"{PROGRESS_ENV}={text!r}: expected seconds, e.g. 5") from None
-
-
-class _Progress:
-    """Bytes so far: a bar on a terminal, else a line every few seconds."""
-
-    def __init__(self, label: str, total: int | None, done: int) -> None:
-        self.label, self.total, self.done = label, total, done
-        self.start, self.last, self.first = time.monotonic(), time.monotonic(), done
-        self.every = _interval()
-        self.bar = None
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, initial=done, unit="B", unit_scale=True,
-                            unit_divisor=1024, desc=label, file=sys.stderr, leave=False)
-
-    def add(self, count: int) -> None:
-        self.done += count
-        if self.bar is not None:
-            self.bar.update(count)
-            return
-        now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
-            rate = (self.done - self.first) / max(now - self.start, 1e-9) / 1e6
-            of = f" of {self.total / 1e6:.1f}" if self.total else ""
-            share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
-            logger.info("%s: %.1f%s MB%s, %.1f MB/s", self.label, self.done / 1e6, of, share,
-                        rate)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _validator_file(part: Path) -> Path:
@@ -164,7 +121,8 @@ def _attempt(url: str, part: Path, expected: int | None, limit: int, label: str)
             tag = response.headers.get("ETag") or response.headers.get("Last-Modified")
             validator_file.write_text(tag or "")
         _check_total(total, expected, cap, url)
-        progress = _Progress(label, total or expected, offset)
+        progress = Progress(total or expected, label, unit="MB", log=logger, scale=1e6,
+                            initial=offset)
         done = offset
         try:
             with open(part, "r+b" if offset else "wb") as out:
@@ -175,7 +133,7 @@ def _attempt(url: str, part: Path, expected: int | None, limit: int, label: str)
                     if done > cap:
                         raise UserError(f"{url} sent more than {cap} bytes; nothing was kept")
                     out.write(block)
-                    progress.add(len(block))
+                    progress.update(len(block))
         finally:
             progress.close()
     if total is not None and done < total:

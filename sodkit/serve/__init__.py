@@ -9,8 +9,9 @@ uvicorn, python-multipart).
     runtime.py   what GET /info says of the device, threads and limits
     page/        the page at / (HTML, CSS, JavaScript; no build step, nothing from elsewhere)
 
-Built on the Python API (:func:`sodkit.load`) and on :mod:`sodkit.cutout`'s renderings, so a
-response is the file ``sodkit predict --save KIND`` writes for the same photo.
+Built on the loader of trained models (:func:`sodkit.trained.load_trained`) and on
+:mod:`sodkit.inference` (the forward, the encoding of each kind), so a response is the file
+``sodkit predict --save KIND`` writes for the same photo.
 """
 
 from __future__ import annotations

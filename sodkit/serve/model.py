@@ -4,22 +4,19 @@ A request's image goes through three steps, so that the one that needs the model
 (the forward) is the only one the batching worker runs:
 
 1. :meth:`ServedModel.prepare` (a request's thread): decode the bytes as ``sodkit predict``
-   reads a file (:func:`sodkit.imageio.read_image`: the header's pixel count checked before
-   any decoder allocates them, the EXIF orientation applied) and apply the model's test
-   transform;
-2. :meth:`ServedModel.forward` (the batching worker): one forward pass for a batch of them;
-3. :meth:`ServedModel.encode` (a request's thread): each output kind, made from the scores
-   exactly as :func:`sodkit.engine.predictor.predict_files` makes its files: the mask by the
-   pipeline's own ``to_mask``, the other kinds by :class:`sodkit.cutout.Rendering` on the
-   probability map. So a response is the file ``sodkit predict --save KIND`` writes for the
-   same photo, byte for byte (tests/test_serve.py).
+   reads a file (:func:`sodkit.imageio.read_image_alpha`: the header's pixel count checked
+   before any decoder allocates them, the EXIF orientation applied, the alpha kept for a
+   cut-out) and apply the model's test transform;
+2. :meth:`ServedModel.forward` (the batching worker): one forward pass for a batch of them
+   (:func:`sodkit.inference.forward.predict_scores`, as ``sodkit predict``'s);
+3. :meth:`ServedModel.encode` (a request's thread): each output kind, made from the scores by
+   :func:`sodkit.inference.encode.encode_outputs`, the function ``sodkit predict`` makes its
+   files with. So a response is the file ``sodkit predict --save KIND`` writes for the same
+   photo, byte for byte, by construction (tests/test_serve.py compares them).
 
-The model is loaded by :func:`sodkit.load` (a checkpoint, a model file, or a name). The Python
-API's ``Model.predict`` returns probability maps, and a mask made from a map is not always the
-pipeline's mask (BiRefNet's and MINet's truncate, sodkit's rounds), so the forward and the
-encoding call the engine pieces ``sodkit predict`` calls. The two functions marked ADAPTER are
-where this module meets code that is changing (images with alpha, several kinds from one pass,
-backgrounds): they are kept small so that they can follow it.
+The model is loaded by :func:`sodkit.trained.load_trained` (a checkpoint, a model file, or a
+name), as every command loads one. This module adds only what is HTTP's: the status of each
+refusal (:func:`decode`) and the options of a request (:func:`outputs_of`).
 """
 
 from __future__ import annotations
@@ -37,8 +34,8 @@ from .upload import RequestError
 if TYPE_CHECKING:
     import torch
 
-    from ..api import Model
-    from ..cutout import Rendering
+    from ..inference.render import Rendering
+    from ..trained import Trained
 
 MAX_KINDS = 5
 
@@ -57,7 +54,7 @@ class Outputs:
 def outputs_of(options: dict[str, str]) -> Outputs:
     """``save`` (one kind or several, comma-separated; default ``mask``), ``threshold``,
     ``background`` and ``tint`` as ``sodkit predict``'s options; 400 for a bad one."""
-    from ..cutout import MODES, Rendering, parse_color
+    from ..inference.render import MODES, Rendering, parse_color
 
     kinds = [k.strip().lower() for k in options.get("save", "mask").split(",") if k.strip()]
     unknown = [k for k in kinds if k not in MODES]
@@ -88,35 +85,34 @@ class Prepared:
     tensor: torch.Tensor  # (3, S, S), the model's test transform of the image
     size: tuple[int, int]  # the image's (H, W)
     image: np.ndarray | None  # uint8 RGB (H, W, 3), kept for cut-outs and overlays
+    alpha: np.ndarray | None = None  # the image's own alpha (uint8 (H, W)), kept for cut-outs
 
 
 class ServedModel:
-    """A loaded model (:class:`sodkit.api.Model`) with the steps above."""
+    """A loaded model (:class:`sodkit.trained.Trained`) with the steps above."""
 
-    def __init__(self, model: Model, name: str, catalogue: dict[str, Any] | None = None
+    def __init__(self, model: Trained, name: str, catalogue: dict[str, Any] | None = None
                  ) -> None:
-        from ..api import _Local
-        from ..data import build_test_transform
-        from ..engine.postprocess import postprocess_of
+        from ..engine.runtime import OnDevice
+        from ..inference.pipelines import build_test_transform, postprocess_of
 
         self.model, self.name, self.catalogue = model, name, catalogue or {}
-        self.transform = build_test_transform(model.config.data, size=model.size)
+        self.transform = build_test_transform(model.config.data, size=model.input_size)
         self.post = postprocess_of(self.transform)
         self.tta = list(model.config.eval.tta)  # as sodkit predict without --tta
-        self.runtime = _Local(model.device)
-        model.network.eval()
+        self.runtime = OnDevice(model.device)
 
     def prepare(self, data: bytes, keep_image: bool) -> Prepared:
-        image = decode(data)
+        image, alpha = decode(data)
         return Prepared(self.transform(image), tuple(image.shape[:2]),
-                        image if keep_image else None)
+                        image if keep_image else None, alpha if keep_image else None)
 
     def forward(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """The scores of each input, (1, C, h, w) on the model's device (where ``sodkit
         predict`` resizes them too), from one forward pass."""
         import torch
 
-        from ..engine.postprocess import predict_scores
+        from ..inference.forward import predict_scores
 
         with torch.inference_mode():
             batch = torch.stack(list(inputs)).to(self.model.device)
@@ -126,28 +122,33 @@ class ServedModel:
 
     def encode(self, prepared: Prepared, scores: torch.Tensor, outputs: Outputs
                ) -> dict[str, bytes]:
+        """Each kind's PNG bytes, as ``sodkit predict`` writes them."""
         import torch
 
+        from ..inference.encode import encode_outputs
+
         with torch.inference_mode():
-            return render(self.post, prepared, scores, outputs)
+            return dict(encode_outputs(self.post, scores, prepared.size, outputs.kinds,
+                                       prepared.image, prepared.alpha))
 
     def describe(self) -> dict[str, Any]:
         """The model for ``GET /info``: its name, file, provenance and licence where known."""
         model = self.model
         return {"name": self.name, "file": model.source.name, "weights": model.weights,
                 "network": model.config.model.name, "backbone": model.config.model.backbone,
-                "input_size": model.size, "preprocess": getattr(self.transform, "preprocess",
+                "input_size": model.input_size, "preprocess": getattr(self.transform, "preprocess",
                                                                 "sodkit"),
                 "tta": self.tta, "provenance": model.provenance,
                 "licence": self.catalogue.get("licence"),
                 "catalogue": self.catalogue or None}
 
 
-def decode(data: bytes) -> np.ndarray:
-    """ADAPTER (image input): the uint8 RGB pixels of an uploaded file, as ``sodkit predict``
-    reads a file, within sodkit's limits: 413 for a header over ``SODKIT_MAX_PIXELS`` (before
-    a decoder sees it), 415 for bytes of no image format, 400 for a damaged file."""
-    from ..imageio import read_header, read_image, sniff_format
+def decode(data: bytes) -> tuple[np.ndarray, np.ndarray | None]:
+    """The uint8 RGB pixels of an uploaded file and its own alpha (None: it has none), as
+    ``sodkit predict`` reads a file, within sodkit's limits: 413 for a header over
+    ``SODKIT_MAX_PIXELS`` (before a decoder sees it), 415 for bytes of no image format, 400 for
+    a damaged file."""
+    from ..imageio import read_header, read_image_alpha, sniff_format
 
     name = "the image"
     if sniff_format(data[:16]) is None:
@@ -158,29 +159,11 @@ def decode(data: bytes) -> np.ndarray:
     except DataError as exc:
         raise RequestError(413, str(exc)) from None
     try:
-        return read_image(name, encoded=data)
+        return read_image_alpha(name, encoded=data)
     except DataError as exc:
         reason = re.sub(r"[;,] replace or remove it", "", str(exc))  # a file's advice
         reason = reason.replace(f"image file {name}", name)
         raise RequestError(400, reason) from None
-
-
-def render(post: Any, prepared: Prepared, scores: torch.Tensor, outputs: Outputs
-           ) -> dict[str, bytes]:
-    """ADAPTER (outputs): each kind's PNG bytes, as ``predict_files`` writes them (its
-    ``_encoded``): the mask through the pipeline's ``to_mask``, every other kind through its
-    :class:`~sodkit.cutout.Rendering` on the probability map (computed once)."""
-    from ..imageio import encode_mask
-
-    files, prob = {}, None
-    for kind, rendering in outputs.kinds:
-        if rendering is None:
-            files[kind] = encode_mask(post.to_mask(scores, prepared.size))
-            continue
-        if prob is None:
-            prob = post.probability_map(scores, prepared.size).cpu().numpy()
-        files[kind] = rendering.png(prob, prepared.image)
-    return files
 
 
 CATALOGUE_KEYS = ("title", "task", "licence", "commercial", "licence_note", "page", "paper",
@@ -190,18 +173,19 @@ CATALOGUE_KEYS = ("title", "task", "licence", "commercial", "licence_note", "pag
 def load_served(source: str, by_name: bool, device: str = "auto", weights: str = "auto",
                 size: int | None = None) -> ServedModel:
     """A model by path or (``by_name``) by its name in the catalogue (fetched and cached
-    first), loaded by :func:`sodkit.load`; what the catalogue says of it (the licence) comes
-    along where it is known: the name given, or the one a fetched model file records."""
+    first), loaded by :func:`sodkit.trained.load_trained`; what the catalogue says of it (the
+    licence) comes along where it is known: the name given, or the one a fetched model file
+    records."""
     from pathlib import Path
 
-    from ..api import load
     from ..published.catalogue import get_entry
     from ..published.fetch import fetch_model
+    from ..trained import load_trained
 
     path = fetch_model(source) if by_name else Path(source)
     if not by_name and not path.is_file():
         raise UserError(f"checkpoint not found: {source}")
-    model = load(path, device=device, weights=weights, size=size)
+    model = load_trained(path, weights=weights, device=device, size=size)
     name = source if by_name else model.provenance.get("model")
     catalogue = None
     if isinstance(name, str):

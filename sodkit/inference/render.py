@@ -1,8 +1,9 @@
 """What a saliency map becomes in a file: a mask, a soft or binary map, a cut-out or an overlay.
 
-One place for ``sodkit predict --save`` and the Python API's ``cutout``, so both give the same
-pixels. Every function takes the probability map at the image's own size (float32 (H, W) in
-[0, 1]) and, where it needs one, the image (uint8 RGB (H, W, 3)); no torch.
+One place for ``sodkit predict --save``, the server and the Python API's ``cutout``, so all give
+the same pixels (:mod:`sodkit.inference.encode` makes a file's bytes of one image's scores).
+Every function takes the probability map at the image's own size (float32 (H, W) in [0, 1])
+and, where it needs one, the image (uint8 RGB (H, W, 3)); no torch.
 
 * ``mask``: uint8, ``round(p x 255)``: what ``sodkit eval`` reads (the default).
 * ``soft``: 16-bit, ``round(p x 65535)``: the same probability with 257 times finer steps, for
@@ -27,8 +28,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .errors import UserError
-from .foreground import check_estimator, estimate
+from ..errors import UserError
+from ..foreground import check_estimator, estimate
 
 MODES = ("mask", "soft", "binary", "cutout", "overlay")
 NOUNS = {"mask": "mask", "soft": "soft mask", "binary": "binary mask", "cutout": "cut-out",
@@ -100,7 +101,7 @@ def background_of(value: object, what: str = "--background") -> Background:
                                 f"#RRGGBB; R,G,B in 0-255), not {BLUR!r}, and no image file of "
                                 f"that name") from None
     if isinstance(value, (str, Path)):
-        from .imageio import read_image
+        from ..imageio import read_image
 
         if not Path(value).is_file():
             raise UserError(f"{what}: image file {value} not found")

@@ -1,12 +1,14 @@
 """The output side of an inference pipeline (``data.preprocess``): network output -> uint8 mask
-at the image's own size, the way the pipeline's authors made their masks.
+(and the probability map it quantises) at the image's own size, the way the pipeline's authors
+made their masks; the resize back (:func:`probability_at`, :func:`to_uint8_at`).
 
-:mod:`sodkit.data.preprocess` holds the input side; the transform's ``preprocess`` name picks
-the postprocess here (:func:`postprocess_of`), so the evaluator, ``sodkit predict`` and the
-Python API follow a model's pipeline through the transform alone.
+:mod:`sodkit.inference.preprocess` holds the input side; :mod:`sodkit.inference.pipelines`
+pairs the two by name, and the transform's ``preprocess`` name picks the postprocess
+(:func:`~sodkit.inference.pipelines.postprocess_of`), so the evaluator, ``sodkit predict``, the
+server and the Python API follow a model's pipeline through the transform alone.
 
 - ``sodkit``: sigmoid probabilities at the input size, resized bilinearly to the image and
-  rounded (:func:`~sodkit.engine.evaluator.to_uint8_at`), exactly as always.
+  rounded (:func:`to_uint8_at`), exactly as always.
 - ``minet`` (MINet ``tools/inference.py``): sigmoid; ``to_pil_image``'s ``x 255`` truncated to
   uint8 at the input size; PIL nearest-neighbour resize to the image size.
 - ``f3net`` (F3Net ``src/test.py``): the network's main logits before its own final upsampling
@@ -19,15 +21,23 @@ each pass's logits are resized before their sigmoid).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from .evaluator import TTA, predict_probabilities, probability_at, to_uint8_at
-from .runtime import Runtime
+
+def probability_at(prob: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """One (1, 1, h, w) probability map resized to ``size`` (bilinear), as (H, W) float32: what
+    :func:`to_uint8_at` quantises, and what the Python API and the cut-outs read."""
+    if tuple(prob.shape[-2:]) != tuple(size):
+        prob = F.interpolate(prob, size=size, mode="bilinear", align_corners=False)
+    return prob[0, 0]
+
+
+def to_uint8_at(prob: torch.Tensor, size: tuple[int, int]) -> np.ndarray:
+    """Resize one (1, 1, h, w) probability map to ``size`` (bilinear) and quantise like a PNG."""
+    return probability_at(prob, size).mul(255.0).round_().clamp_(0, 255).to(torch.uint8).cpu(
+        ).numpy()
 
 
 class Postprocess:
@@ -92,36 +102,3 @@ class F3NetPostprocess(Postprocess):
         logits = F.interpolate(scores.float(), size=tuple(size), mode="bilinear",
                                align_corners=False)
         return torch.sigmoid(logits).mean(dim=1)[0]
-
-
-POSTPROCESS: dict[str, Postprocess] = {
-    "sodkit": Postprocess(), "minet": MINetPostprocess(), "f3net": F3NetPostprocess(),
-    "birefnet": BiRefNetPostprocess(), "birefnet-card": BiRefNetCardPostprocess()}
-
-
-def postprocess_of(transform: object) -> Postprocess:
-    """The output side that goes with an inference transform (sodkit's for any other)."""
-    return POSTPROCESS.get(getattr(transform, "preprocess", "sodkit"), POSTPROCESS["sodkit"])
-
-
-def predict_scores(model: nn.Module, images: torch.Tensor, runtime: Runtime, post: Postprocess,
-                   precision: str = "fp32", tta: Sequence[str] = ()) -> torch.Tensor:
-    """What ``post.to_mask`` takes, for a normalised batch: sodkit's and MINet's are the
-    probabilities (:func:`~sodkit.engine.evaluator.predict_probabilities`); F3Net's the coarse
-    logits of each pass (B, passes, h, w), mirrored passes mirrored back."""
-    if not post.coarse:
-        return predict_probabilities(model, images, runtime, precision, tta)
-    unknown = set(tta) - set(TTA)
-    if unknown:
-        raise ValueError(f"eval.tta: unknown {sorted(unknown)} (known: {list(TTA)})")
-    passes = [_coarse_logits(model, images, runtime, precision)]
-    if "hflip" in tta:
-        passes.append(_coarse_logits(model, images.flip(-1), runtime, precision).flip(-1))
-    return torch.cat(passes, dim=1)
-
-
-def _coarse_logits(model: nn.Module, images: torch.Tensor, runtime: Runtime,
-                   precision: str) -> torch.Tensor:
-    with runtime.autocast(precision):
-        out = model(images)
-    return out.get("coarse_logits", out["logits"]).float()

@@ -1,14 +1,18 @@
-"""Inference preprocessing (``data.preprocess``): how an image becomes the network's input at
-test and predict time, when it must be the way some other code did it.
+"""Inference preprocessing, the input side of each pipeline (``data.preprocess``): how an image
+becomes the network's input at test and predict time (uint8 RGB (H, W, 3) -> float32 (3, S, S)),
+sodkit's own or the way some other code did it.
 
 Published weights were measured through their authors' own inference code, and a network is
 only as good as the input statistics it was trained and tested on: to give the published masks,
-an imported model must see the images as the authors' code showed them. Each pipeline here is
-the image -> tensor half; :mod:`sodkit.engine.postprocess` holds the matching network output ->
-mask half, chosen by the transform's ``preprocess`` name, so that a data loader, ``sodkit
-predict`` and the Python API need nothing but the transform to follow a model's pipeline.
+an imported model must see the images as the authors' code showed them. Each class here is
+the image -> tensor half of a pipeline; :mod:`sodkit.inference.postprocess` holds the network
+output -> mask halves, and :mod:`sodkit.inference.pipelines` pairs them by name. A transform
+carries its ``preprocess`` name, so that a data loader, ``sodkit predict`` and the Python API
+need nothing but the transform to follow a model's pipeline.
 
-- ``sodkit`` (``null``): :class:`~sodkit.data.transforms.TestTransform`, exactly as always.
+- ``sodkit`` (``null``): :class:`TestTransform`: resized as training resizes (bilinear,
+  antialiased: :mod:`sodkit.data.transforms` takes :func:`image_to_tensor` and
+  :func:`normalisation` from here), so a network sees the same input statistics in both.
 - ``minet``: lartpang/MINet ``code/tools/inference.py``: PIL bilinear resize of the RGB image
   (PIL antialiases when it shrinks), ``ToTensor`` and ``Normalize`` with ``data.mean`` /
   ``data.std`` (ImageNet's in its recipe), in float32.
@@ -25,27 +29,45 @@ predict`` and the Python API need nothing but the transform to follow a model's 
 
 from __future__ import annotations
 
-import typing
-from collections.abc import Callable
-
 import cv2
 import numpy as np
 import torch
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import InterpolationMode
+from torchvision.transforms.v2 import functional as F
 
-from ..config.schema import DataCfg, Preprocess
-from ..errors import ConfigError
+from ..config.schema import DataCfg
 
-PREPROCESSING: tuple[str, ...] = typing.get_args(Preprocess)  # checked by the config loader too
+BILINEAR = InterpolationMode.BILINEAR
 
 
-def preprocess_name(cfg: DataCfg) -> str:
-    """``data.preprocess`` checked, ``null`` read as ``sodkit``."""
-    name = cfg.preprocess or "sodkit"
-    if name not in PREPROCESSING:
-        raise ConfigError(f"data.preprocess: unknown inference pipeline {name!r} (known: "
-                          f"{', '.join(PREPROCESSING)}; null: the checkpoint's own, else "
-                          f"sodkit)")
-    return name
+def image_to_tensor(image: np.ndarray) -> tv_tensors.Image:
+    """uint8 RGB (H, W, 3) numpy -> uint8 ``tv_tensors.Image`` (3, H, W), no copy."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"expected a uint8 (H, W, 3) RGB array, got {image.dtype} {image.shape}")
+    return tv_tensors.Image(torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1))
+
+
+def normalisation(cfg: DataCfg) -> v2.Compose:
+    """uint8 -> float32 in [0, 1], then ``data.mean`` / ``data.std`` (training's last step too)."""
+    return v2.Compose([v2.ToDtype(torch.float32, scale=True),
+                       v2.Normalize(mean=list(cfg.mean), std=list(cfg.std))])
+
+
+class TestTransform:
+    """Resize to a square side and normalise: uint8 RGB (H, W, 3) -> float32 (3, S, S)."""
+
+    preprocess = "sodkit"  # its inference pipeline
+
+    def __init__(self, cfg: DataCfg, size: int) -> None:
+        self.size = size
+        self.finish = normalisation(cfg)
+
+    def __call__(self, image: np.ndarray) -> torch.Tensor:
+        img = F.resize(image_to_tensor(image), [self.size, self.size], interpolation=BILINEAR,
+                       antialias=True)
+        return self.finish(img).as_subclass(torch.Tensor)
 
 
 class MINetTransform:
@@ -98,8 +120,3 @@ class F3NetTransform:
         resized = cv2.resize(normalised, dsize=(self.size, self.size),
                              interpolation=cv2.INTER_LINEAR)
         return torch.from_numpy(resized).permute(2, 0, 1).float().contiguous()
-
-
-AUTHORS: dict[str, Callable[[DataCfg, int], Callable[[np.ndarray], torch.Tensor]]] = {
-    "minet": MINetTransform, "f3net": F3NetTransform, "birefnet": BiRefNetTransform,
-    "birefnet-card": BiRefNetCardTransform}
