@@ -28,10 +28,11 @@ def _quiet_opencv() -> None:
 
 _quiet_opencv()
 
-__all__ = ["Model", "__version__", "load"]
+__all__ = ["Model", "__version__", "cutout", "load"]
 
 if TYPE_CHECKING:
     from .api import Model, load
+    from .inference.render import cutout
 
 
 def __getattr__(name: str) -> Any:
@@ -39,4 +40,8 @@ def __getattr__(name: str) -> Any:
         from . import api
 
         return getattr(api, name)
+    if name == "cutout":  # an image and its probability map -> the cut-out, no model (no torch)
+        from .inference.render import cutout
+
+        return cutout
     raise AttributeError(f"module 'sodkit' has no attribute {name!r}")

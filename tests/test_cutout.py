@@ -148,3 +148,17 @@ def test_missing_pymatting_is_one_line():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_sodkit_cutout_composes_without_a_model():
+    """``sodkit.cutout`` (#33): an image and its map -> RGBA with the map as alpha, as
+    ``predict --save cutout`` writes it; on a colour, RGB."""
+    import sodkit
+
+    image = np.full((4, 5, 3), 200, np.uint8)
+    prob = np.linspace(0, 1, 20, dtype=np.float32).reshape(4, 5)
+    rgba = sodkit.cutout(image, prob)
+    assert rgba.shape == (4, 5, 4) and (rgba[..., :3] == image).all()
+    assert (rgba[..., 3] == np.round(prob * 255).astype(np.uint8)).all()
+    on_black = sodkit.cutout(image, prob, background=(0, 0, 0))
+    assert on_black.shape == (4, 5, 3) and on_black[0, 0, 0] == 0 and on_black[-1, -1, 0] == 200

@@ -43,10 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replace files that sodkit eval did not write, or that were changed "
                              "since (only files of the names it writes), in --out and as "
                              "--latex / --xlsx; never in another command's folder or an input")
+    from ..metrics.families import FAMILIES  # the help names what the registry holds
+
     parser.add_argument("--compute", default="", metavar="FAMILY,...",
-                        help="optional metric families to compute as well: MSE, HCE, SI, MSIoU, "
-                             "BIoU, mBA, CM, CCM, matting, or all (default: the standard set "
-                             "only; see the README's Metrics)")
+                        help=f"optional metric families to compute as well: "
+                             f"{', '.join(FAMILIES)}, or all (default: the standard set only; "
+                             f"see the README's Metrics)")
     parser.add_argument("--images", action="append", default=[], metavar="[NAME=]DIR",
                         help="a dataset's RGB images (by GT stem), read by --compute CCM; "
                              "repeat as NAME=DIR per --gt NAME")
