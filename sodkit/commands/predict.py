@@ -194,7 +194,8 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     early = args.batch_size or (choice.batch if choice else None)
     images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
-        model = load_trained(stored, weights=args.weights, device=runtime.device).network
+        model = load_trained(stored, weights=args.weights, device=runtime.device,
+                             mapped=True).network  # the file's pages: the command ends
         if choice is None:
             choice = _choice(probe_memory(model, transform, runtime, size, tta), size, runtime,
                              args, outputs, keep, largest, workers)
