@@ -101,9 +101,9 @@ def checkout(ref: str, tmp: Path) -> Path:
 
 
 def one_run(side: Path, model: Path, size: int, image: Path, tmp: Path, stop: bool
-            ) -> tuple[float, float, float]:
+            ) -> tuple[float, float, float, bytes]:
     """(seconds to the first forward, the process's CPU seconds until then, seconds to the
-    exit) of one fresh ``sodkit predict``."""
+    exit, the mask's PNG bytes: none when stopped) of one fresh ``sodkit predict``."""
     note = tmp / "note"
     note.unlink(missing_ok=True)
     out = tmp / "out"
@@ -120,7 +120,8 @@ def one_run(side: Path, model: Path, size: int, image: Path, tmp: Path, stop: bo
     seconds, cpu, module = note.read_text().split(" ", 2)
     if not module.startswith(str(side)):
         raise SystemExit(f"{side}: sodkit came from {module}")
-    return float(seconds), float(cpu), total
+    mask = out / f"{image.stem}.png"
+    return float(seconds), float(cpu), total, mask.read_bytes() if mask.exists() else b""
 
 
 def main() -> None:
@@ -152,6 +153,10 @@ def main() -> None:
                           f"({got[1]:.2f} CPU s), exit {got[2]:.2f} s (load "
                           f"{os.getloadavg()[0]:.1f})", flush=True)
             loads.append(os.getloadavg()[0])
+        for name in names:  # the same masks, byte for byte, on both sides
+            masks = {got[3] for side in ("before", "after") for got in results[(name, side)]}
+            if len(masks) != 1:
+                raise SystemExit(f"{name}: the masks differ between the rounds or the sides")
     text = report(args, names, stops, results, loads)
     print(text)
     if args.write:
@@ -196,7 +201,9 @@ def report(args: argparse.Namespace, names: list[str], stops: set[str],
             f"{med(b, 2):.2f}", f"{med(a, 2):.2f}")
         lines.append(f"| {name} | {med(b, 0):.2f} | **{med(a, 0):.2f}** | {med(b, 1):.2f} | "
                      f"**{med(a, 1):.2f}** | {exits[0]} | {exits[1]} |")
-    lines += ["", "Each round's seconds to the first forward, before / after (the first round "
+    lines += ["", "The masks are the same bytes on both sides (the script stops otherwise; "
+              "the runs stopped at their first forward write none).", "",
+              "Each round's seconds to the first forward, before / after (the first round "
               "of each side starts with an empty cache folder):", ""]
     for name in names:
         pairs = zip(results[(name, "before")], results[(name, "after")], strict=True)

@@ -96,7 +96,7 @@ def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tenso
     whose answer on the CPU is remembered for the next run (:mod:`sodkit.engine.probe_cache`).
     """
     from . import probe_cache
-    from .batch_memory import forward_memory
+    from .batch_memory import forward_memory, probe_side
 
     post = postprocess_of(transform)
     key = None
@@ -105,6 +105,8 @@ def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tenso
         known = probe_cache.recall(key)
         if known is not None:
             return known
+        logger.info("measuring one image's memory at %d px to choose the batch (two forward "
+                    "passes at %d px, once for this model file)", size, probe_side(size))
 
     def run(batch: torch.Tensor) -> None:
         with eval_mode(model):
