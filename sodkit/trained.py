@@ -6,7 +6,9 @@ a name fetched and cached by :mod:`sodkit.published.fetch`), the config it was t
 (input, not trust: :mod:`sodkit.config.stored`; checked as a recipe, its network's size
 bounded), the network built without random initialisation (every weight comes from the file),
 the weights ``--weights`` asks for picked and checked finite
-(:mod:`sodkit.checkpoint_weights`), loaded strictly, and the network moved to its device.
+(:mod:`sodkit.checkpoint_weights`), loaded strictly by assignment (each tensor copied once, in
+one thread; ``sodkit predict``'s and a GPU's: the mapped file's tensors, uncopied), and the
+network moved to its device.
 :func:`read_trained` is its first half alone, for a caller that starts work on the config
 before the network is built (``sodkit predict`` starts its decoding workers) or needs no
 network (``sodkit info``); that caller hands the :class:`TrainedFile` to :func:`load_trained`.
@@ -157,6 +159,8 @@ def load_trained(source: str | Path | TrainedFile, *, weights: str = "auto",
         built = replace(built, checkpointing=checkpointing)
     target = device_of(device) if device is not None else None
     network = build_network(built, aux_outputs=aux_outputs, initialise=False)  # the file's
+    # on a GPU the device's copy is the one kept: the CPU's would be made only to be dropped
+    mapped = mapped or (target is not None and target.type != "cpu")
     which = load_weights(network, file.state, file.source, weights, mapped)
     if target is not None:
         network = network.to(target)
