@@ -207,3 +207,31 @@ def test_assigned_weights_take_the_networks_dtype_and_keep_tied_weights() -> Non
     assign_weights(tied, weights)
     assert tied[1].weight is tied[0].weight
     assert torch.equal(tied[0].weight, weights["0.weight"])
+
+
+def test_a_copied_model_keeps_its_weights_when_its_file_is_rewritten_in_place(tmp_path: Path
+                                                                              ) -> None:
+    """The API's and the server's models own their weights: a model file rewritten in place
+    (``cp other.safetensors model.safetensors``) leaves their masks as they were; a mapped
+    load (``sodkit predict``, which ends when done) reads the file's pages as they are now."""
+    from sodkit.config import load_config, to_dict
+    from sodkit.trained import load_trained
+
+    cfg = load_config(None, ["model.name=fpn", "model.backbone=resnet18",
+                             "model.decoder_channels=8", "model.pretrained=null"])
+    torch.manual_seed(0)
+    path = write_model_file(tmp_path / "m.safetensors", build_network(cfg.model).state_dict(),
+                            to_dict(cfg), {})
+    copied = load_trained(path, device="cpu").network
+    mapped = load_trained(path, device="cpu", mapped=True).network
+    image = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        before = copied(image)["logits"]
+        assert torch.equal(mapped(image)["logits"], before)
+    header = 8 + int.from_bytes(path.read_bytes()[:8], "little")
+    with open(path, "r+b") as fh:  # the same size, other weights
+        fh.seek(header)
+        fh.write(bytes(path.stat().st_size - header))
+    with torch.no_grad():
+        assert torch.equal(copied(image)["logits"], before)
+        assert not torch.equal(mapped(image)["logits"], before)
