@@ -58,9 +58,9 @@ def first_forward(module, args):
             raise Stop
 
 handle = register_module_forward_pre_hook(first_forward)
-from sodkit.cli import main
+from sodkit.cli import console_main  # what the sodkit command runs (its exit included)
 try:
-    code = main(sys.argv[1:])
+    code = console_main()
 except Stop:
     code = 0
 sys.exit(code)

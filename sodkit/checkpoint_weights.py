@@ -65,13 +65,14 @@ def assign_weights(model: Any, weights: dict[str, Any], mapped: bool = False) ->
 
     Each tensor is copied once, in this thread, by numpy: ``load_state_dict``'s copies run
     torch's OpenMP team, whose threads, on a machine whose cores are busy, took 2.6x longer
-    (MINet-R50, 650 MB: 1.37 s against 0.53 s on one thread; benchmarks/startup.py).
-    ``mapped``: the file's tensors themselves are assigned, no copy (a mapped file's pages
-    then serve the forward straight from the page cache): for a command that ends when its
-    work is done (``sodkit predict``, ``test``), not for a long-lived model, whose weights a
-    file rewritten in place would change under it. A tensor of another dtype than its
-    parameter's is cast (as ``load_state_dict`` does); a network with tied weights is loaded
-    by ``load_state_dict``'s copies (assigning would untie them)."""
+    (MINet-R50, 650 MB, on this 2-core machine at load 6: 1.37 s against 0.53 s on one
+    thread; the command's start: benchmarks/startup.py). ``mapped``: the file's tensors
+    themselves are assigned, no copy (a mapped file's pages then serve the forward straight
+    from the page cache): for a command that ends when its work is done (``sodkit predict``),
+    not for a long-lived model, whose weights a file rewritten in place would change under it.
+    A tensor of another dtype than its parameter's is cast (as ``load_state_dict`` does); a
+    network with tied weights is loaded by ``load_state_dict``'s copies (assigning would untie
+    them)."""
     expected = model.state_dict(keep_vars=True)
     tied = (len(list(model.named_parameters(remove_duplicate=False)))
             != len(list(model.named_parameters()))

@@ -105,8 +105,10 @@ def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tenso
         known = probe_cache.recall(key)
         if known is not None:
             return known
-        logger.info("measuring one image's memory at %d px to choose the batch (two forward "
-                    "passes at %d px, once for this model file)", size, probe_side(size))
+        if getattr(runtime, "is_main", True):
+            logger.info("measuring one image's memory at %d px to choose the batch (two "
+                        "forward passes at %d px, once for this model file)", size,
+                        probe_side(size))
 
     def run(batch: torch.Tensor) -> None:
         with eval_mode(model):
