@@ -260,6 +260,7 @@ def test_cutouts_of_large_photos_take_smaller_batches(checkpoint, tmp_path, run_
     for i in range(3):
         cv2.imwrite(str(photos / f"big{i}.png"), np.full((1000, 1000, 3), 60 * i, np.uint8))
     monkeypatch.setenv("SODKIT_MAX_MEMORY_MB", "40")
+    monkeypatch.setenv("SODKIT_CACHE", str(tmp_path / "cache"))  # the probe's answer kept
     base = ("predict", "--checkpoint", checkpoint, "--workers", "0", str(photos))
     masks = run_cli(*base, "--out", str(tmp_path / "masks"))
     assert masks.returncode == 0 and "batch 8 (" in masks.stderr, masks.stderr
