@@ -73,7 +73,16 @@ def format_rate(per_second: float, unit: str, many: str | None = None) -> str:
 
 
 def is_terminal() -> bool:
-    return sys.stderr.isatty()
+    """stderr is a terminal with a size. On a pseudo-terminal without one (``script`` in a CI
+    job, a container's ``-t`` without a window size: 0 columns or 0 lines) tqdm drew its bar as
+    nothing at all: it gets the log lines."""
+    if not sys.stderr.isatty():
+        return False
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return size.columns > 0 and size.lines > 0
 
 
 class Progress:

@@ -221,8 +221,9 @@ def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
     code. A model file's dict has the checkpoint's ``model`` and ``config`` and no training
     state (``model_file`` is True).
 
-    ``mmap``: for a reader that copies the weights it needs and drops the rest (``predict``,
-    ``test``, ``export``, the Python API): the file is mapped, not read, so a training
+    ``mmap``: for a reader that copies the weights it needs and drops the rest (``test``,
+    ``export``, the Python API; ``predict`` keeps them mapped until it ends:
+    :func:`sodkit.checkpoint_weights.assign_weights`): the file is mapped, not read, so a training
     checkpoint's optimizer state and the weights not picked (the EMA or the raw ones) are never
     read from disk (a ResNet-18 checkpoint: 10 ms instead of 25-40; a large network's training
     checkpoint holds gigabytes of optimizer state). Not for resuming: the optimizer would keep

@@ -6,7 +6,9 @@ a name fetched and cached by :mod:`sodkit.published.fetch`), the config it was t
 (input, not trust: :mod:`sodkit.config.stored`; checked as a recipe, its network's size
 bounded), the network built without random initialisation (every weight comes from the file),
 the weights ``--weights`` asks for picked and checked finite
-(:mod:`sodkit.checkpoint_weights`), loaded strictly, and the network moved to its device.
+(:mod:`sodkit.checkpoint_weights`), loaded strictly by assignment (each tensor copied once, in
+one thread; ``sodkit predict``'s and a GPU's: the mapped file's tensors, uncopied), and the
+network moved to its device.
 :func:`read_trained` is its first half alone, for a caller that starts work on the config
 before the network is built (``sodkit predict`` starts its decoding workers) or needs no
 network (``sodkit info``); that caller hands the :class:`TrainedFile` to :func:`load_trained`.
@@ -20,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .checkpoint_weights import check_finite_weights, pick_weights
+from .checkpoint_weights import assign_weights, check_finite_weights, pick_weights
 from .errors import UserError
 
 if TYPE_CHECKING:
@@ -48,14 +50,16 @@ def checkpoint_config(state: dict[str, Any], source: Path, overrides: Sequence[s
     return cfg
 
 
-def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto"
-                 ) -> str:
-    """Load a checkpoint's weights (``which``: auto | ema | model), explaining a mismatch in
-    terms of the config; returns which weights were loaded."""
+def load_weights(model: nn.Module, state: dict[str, Any], source: Path, which: str = "auto",
+                 mapped: bool = False) -> str:
+    """Load a checkpoint's weights (``which``: auto | ema | model) into a network built for
+    them, explaining a mismatch in terms of the config; returns which weights were loaded.
+    ``mapped``: the file's mapped tensors become the weights, uncopied
+    (:func:`~sodkit.checkpoint_weights.assign_weights`)."""
     name, weights = pick_weights(state, which, source)
     check_finite_weights(weights, name, source)
     try:
-        model.load_state_dict(weights)
+        assign_weights(model, weights, mapped)
     except RuntimeError as exc:
         config = state.get("config")
         saved = config.get("model", {}) if isinstance(config, dict) else {}
@@ -127,7 +131,8 @@ def read_trained(source: str | Path, *, by_name: bool = False, overrides: Sequen
 def load_trained(source: str | Path | TrainedFile, *, weights: str = "auto",
                  device: str | torch.device | None = None, size: int | None = None,
                  by_name: bool = False, model: ModelCfg | None = None,
-                 aux_outputs: bool = True, checkpointing: str | None = None) -> Trained:
+                 aux_outputs: bool = True, checkpointing: str | None = None,
+                 mapped: bool = False) -> Trained:
     """The trained model in ``source`` (a path; ``by_name``: or a model's name; or a file
     :func:`read_trained` read), ready to predict.
 
@@ -137,6 +142,9 @@ def load_trained(source: str | Path | TrainedFile, *, weights: str = "auto",
     size). ``model``: the network to build instead of the stored config's (``sodkit test``
     builds its recipe's); ``aux_outputs`` and ``checkpointing`` as :func:`~sodkit.network.
     build_network` and ``model.checkpointing`` (export: neither side outputs nor checkpoints).
+    ``mapped``: the weights are the file's mapped pages, not a copy: for a command that ends
+    when done (``sodkit predict``), never a long-lived model (a file rewritten in place would
+    change its weights under it; sodkit's own writes replace a file, they never rewrite it).
     """
     from .config.schema import MAX_SIZE, MIN_SIZE
     from .network import build_network
@@ -151,7 +159,9 @@ def load_trained(source: str | Path | TrainedFile, *, weights: str = "auto",
         built = replace(built, checkpointing=checkpointing)
     target = device_of(device) if device is not None else None
     network = build_network(built, aux_outputs=aux_outputs, initialise=False)  # the file's
-    which = load_weights(network, file.state, file.source, weights)
+    # on a GPU the device's copy is the one kept: the CPU's would be made only to be dropped
+    mapped = mapped or (target is not None and target.type != "cpu")
+    which = load_weights(network, file.state, file.source, weights, mapped)
     if target is not None:
         network = network.to(target)
     return Trained(network.eval(), file, which, target, size, file.provenance)

@@ -11,6 +11,7 @@ import platform
 import subprocess
 import sys
 import threading
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -18,11 +19,13 @@ import pytest
 import torch
 from torch import nn
 
-from sodkit.checkpoint_weights import _all_finite
+from sodkit.checkpoint_weights import _all_finite, assign_weights
 from sodkit.config import ModelCfg
+from sodkit.model_file import read_model_file, write_model_file
 from sodkit.network import build_network
 from sodkit.network.no_init import skip_parameter_init
 from sodkit.torchfile import load_checkpoint
+from sodkit.trained import load_weights
 
 
 @pytest.mark.parametrize(("name", "backbone"), [
@@ -86,7 +89,9 @@ def test_the_finite_check_answers_as_isfinite_all(values, finite, dtype) -> None
     tensor = torch.tensor(values).clamp(-6e4, 6e4) if dtype == torch.float16 and finite \
         else torch.tensor(values)
     tensor = tensor.to(dtype)
-    assert _all_finite(tensor) is bool(tensor.isfinite().all()) is finite
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow is the answer, not the user's news
+        assert _all_finite(tensor) is bool(tensor.isfinite().all()) is finite
 
 
 @pytest.mark.parametrize("form", ["zip", "legacy", "rezipped"])
@@ -138,3 +143,95 @@ def test_freed_memory_is_reused_instead_of_faulted_in_again() -> None:
         said[mode] = out.stdout.split()
     assert said["default"][0] == "False" and int(said["default"][1]) > 20 * 5000, said
     assert said["keep"][0] == "True" and int(said["keep"][1]) < 1000, said
+
+
+def _storages(tensors) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tensors if t.numel()}
+
+
+@pytest.mark.parametrize(("name", "backbone"), [
+    ("fpn", "resnet18"),  # BatchNorm: running statistics and num_batches_tracked in the file
+    ("birefnet", "swin_tiny_patch4_window7_224"),  # non-persistent relative position indices
+])
+def test_assigned_weights_give_the_usual_network(tmp_path: Path, name: str, backbone: str
+                                                 ) -> None:
+    """Weights assigned from a model file (copied by numpy, or the file's mapped pages
+    themselves) give the network that ``load_state_dict``'s copies into a usually built one
+    give: every parameter and buffer equal (those the file lacks computed at the build), the
+    same frozen parameters, the same logits bit for bit; copies own their memory."""
+    cfg = ModelCfg(name=name, backbone=backbone, decoder_channels=8)
+    torch.manual_seed(0)
+    usual = build_network(cfg).eval()
+    path = write_model_file(tmp_path / "m.safetensors", usual.state_dict(), {}, {})
+    image = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        logits = usual(image)["logits"]
+    for mapped in (False, True):
+        _check_assigned(cfg, usual, path, mapped, image, logits)
+
+
+def _check_assigned(cfg: ModelCfg, usual: nn.Module, path: Path, mapped: bool,
+                    image: torch.Tensor, logits: torch.Tensor) -> None:
+    state = read_model_file(path)
+    fast = build_network(cfg, initialise=False)
+    assert load_weights(fast, state, path, mapped=mapped) == "model"
+    fast.eval()
+    usual_tensors = {**dict(usual.named_parameters()), **dict(usual.named_buffers())}
+    fast_tensors = {**dict(fast.named_parameters()), **dict(fast.named_buffers())}
+    assert fast_tensors.keys() == usual_tensors.keys()
+    for key, value in fast_tensors.items():
+        assert value.dtype == usual_tensors[key].dtype and torch.equal(
+            value, usual_tensors[key]), key
+    assert all(isinstance(p, nn.Parameter) for p in fast.parameters())
+    assert [(k, p.requires_grad) for k, p in fast.named_parameters()] == \
+        [(k, p.requires_grad) for k, p in usual.named_parameters()]
+    shared = _storages(fast.parameters()) & _storages(state["model"].values())
+    assert bool(shared) is mapped
+    with torch.no_grad():
+        assert torch.equal(fast(image)["logits"], logits)
+
+
+def test_assigned_weights_take_the_networks_dtype_and_keep_tied_weights() -> None:
+    """A file's float16 weights become the network's float32 ones (as ``load_state_dict``
+    casts them); weights tied in the network stay one tensor."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    half = {k: v.half() for k, v in net.state_dict().items()}
+    fresh = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    assign_weights(fresh, half)
+    for key, value in fresh.state_dict().items():
+        assert value.dtype == torch.float32 and torch.equal(value, half[key].float()), key
+    tied = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    tied[1].weight = tied[0].weight
+    weights = {k: v.clone() for k, v in tied.state_dict().items()}
+    assign_weights(tied, weights)
+    assert tied[1].weight is tied[0].weight
+    assert torch.equal(tied[0].weight, weights["0.weight"])
+
+
+def test_a_copied_model_keeps_its_weights_when_its_file_is_rewritten_in_place(tmp_path: Path
+                                                                              ) -> None:
+    """The API's and the server's models own their weights: a model file rewritten in place
+    (``cp other.safetensors model.safetensors``) leaves their masks as they were; a mapped
+    load (``sodkit predict``, which ends when done) reads the file's pages as they are now."""
+    from sodkit.config import load_config, to_dict
+    from sodkit.trained import load_trained
+
+    cfg = load_config(None, ["model.name=fpn", "model.backbone=resnet18",
+                             "model.decoder_channels=8", "model.pretrained=null"])
+    torch.manual_seed(0)
+    path = write_model_file(tmp_path / "m.safetensors", build_network(cfg.model).state_dict(),
+                            to_dict(cfg), {})
+    copied = load_trained(path, device="cpu").network
+    mapped = load_trained(path, device="cpu", mapped=True).network
+    image = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        before = copied(image)["logits"]
+        assert torch.equal(mapped(image)["logits"], before)
+    header = 8 + int.from_bytes(path.read_bytes()[:8], "little")
+    with open(path, "r+b") as fh:  # the same size, other weights
+        fh.seek(header)
+        fh.write(bytes(path.stat().st_size - header))
+    with torch.no_grad():
+        assert torch.equal(copied(image)["logits"], before)
+        assert not torch.equal(mapped(image)["logits"], before)

@@ -213,6 +213,7 @@ def test_the_default_batch_follows_the_size_and_the_memory(checkpoint, tmp_path,
     CPU. The first line says the batch chosen: 8 at 64 px, 4 at 512 px (the CPU's 1-megapixel
     rule), 1 where the memory allows no more; a batch given that does not fit, or one image
     that does not fit, is refused in one line naming what to lower (#32)."""
+    monkeypatch.setenv("SODKIT_CACHE", str(tmp_path / "cache"))  # the probes' answers kept
     photo = str(_photos(tmp_path / "in", 1) / "photo0.png")
     base = ("predict", "--checkpoint", checkpoint, photo)
     small = run_cli(*base, "--out", str(tmp_path / "a"))  # no probe: 8 fit at 4 KiB a pixel
@@ -223,6 +224,7 @@ def test_the_default_batch_follows_the_size_and_the_memory(checkpoint, tmp_path,
     tight = run_cli(*base, "--out", str(tmp_path / "c"), "--size", "512")
     assert tight.returncode == 0 and "batch 1 (about " in tight.stderr, tight.stderr
     assert "MiB allowed)" in tight.stderr
+    assert tight.stderr.startswith("measuring one image's memory at 512 px to choose the batch")
     given = run_cli(*base, "--out", str(tmp_path / "d"), "--size", "512", "--batch-size", "64")
     assert given.returncode == 2 and "--batch-size 64 at 512 px needs about" in given.stderr
     assert "lower --batch-size (1 needs about" in given.stderr and not (tmp_path / "d").exists()
@@ -258,6 +260,7 @@ def test_cutouts_of_large_photos_take_smaller_batches(checkpoint, tmp_path, run_
     for i in range(3):
         cv2.imwrite(str(photos / f"big{i}.png"), np.full((1000, 1000, 3), 60 * i, np.uint8))
     monkeypatch.setenv("SODKIT_MAX_MEMORY_MB", "40")
+    monkeypatch.setenv("SODKIT_CACHE", str(tmp_path / "cache"))  # the probe's answer kept
     base = ("predict", "--checkpoint", checkpoint, "--workers", "0", str(photos))
     masks = run_cli(*base, "--out", str(tmp_path / "masks"))
     assert masks.returncode == 0 and "batch 8 (" in masks.stderr, masks.stderr

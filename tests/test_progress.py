@@ -165,3 +165,46 @@ def test_bench_memory_shows_progress_in_a_log(tmp_path):
         "bench memory: 1/3 stages (33%)", "bench memory: 2/3 stages (67%)",
         "bench memory: 3/3 stages (100%)"], done.stderr
     assert "| plain |" in done.stdout
+
+
+_ON_A_PTY = """
+import logging, time
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+from sodkit.progress import Progress
+with Progress(3, "work", unit="image", summary=True) as progress:
+    for _ in range(3):
+        time.sleep(0.05)
+        progress.update()
+"""
+
+
+@pytest.mark.parametrize(("lines", "columns"), [(0, 0), (0, 100), (24, 100)])
+def test_a_terminal_without_a_size_gets_the_log_lines(lines: int, columns: int) -> None:
+    """On a pseudo-terminal of 24 x 100, tqdm's bar; on one without a size (``script`` in a CI
+    job), where tqdm drew nothing at all, the log lines (#35 item 5: feedback everywhere)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdin, stdout and stderr on the pty
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+        os.environ["SODKIT_PROGRESS_S"] = "0"
+        os.execv(sys.executable, [sys.executable, "-c", _ON_A_PTY])
+    out = b""
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # the child is gone
+            break
+        if not data:
+            break
+        out += data
+    os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert "work: done, 3 images in " in text, text
+    if lines:
+        assert "/3 [00:0" in text and "image/s" in text, text  # the bar, its rate
+    else:
+        assert "work: 1/3 images (33%)" in text and "work: 3/3 images (100%)" in text, text

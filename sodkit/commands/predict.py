@@ -194,9 +194,11 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     early = args.batch_size or (choice.batch if choice else None)
     images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
-        model = load_trained(stored, weights=args.weights, device=runtime.device).network
+        model = load_trained(stored, weights=args.weights, device=runtime.device,
+                             mapped=True).network  # the file's pages: the command ends
         if choice is None:
-            choice = _choice(probe_memory(model, transform, runtime, size, tta), size, runtime,
+            choice = _choice(probe_memory(model, transform, runtime, size, tta,
+                                          source=stored.source), size, runtime,
                              args, outputs, keep, largest, workers)
         images = images or batches(choice.batch)
         _opening_line(runtime, cfg, args, len(paths), choice, workers, targets, outputs)

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..progress import is_terminal
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -122,7 +124,7 @@ class _LogFile(logging.FileHandler):
 
 def _hide_progress_lines_on_terminal(record: logging.LogRecord) -> bool:
     """Per-step lines (``extra={"progress": True}``) go to train.log; a terminal has the bar."""
-    return not (getattr(record, "progress", False) and sys.stderr.isatty())
+    return not (getattr(record, "progress", False) and is_terminal())
 
 
 def close_log_file(log_file: Path) -> None:
@@ -145,7 +147,7 @@ class Progress:
 
     def __init__(self, total: int, desc: str, enabled: bool, initial: int = 0) -> None:
         self.bar = None
-        if enabled and sys.stderr.isatty():
+        if enabled and is_terminal():
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=desc, dynamic_ncols=True, leave=False,

@@ -89,19 +89,34 @@ def _collate(items: list[dict]) -> dict:
 
 def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tensor],
                  runtime: Runtime, size: int, tta: Sequence[str] = (),
-                 precision: str = "fp32") -> int | None:
+                 precision: str = "fp32", source: Path | None = None) -> int | None:
     """Bytes one image adds to :func:`predict_files`' and :func:`~sodkit.inference.forward.
     predict_arrays`' forward pass at ``size`` (:func:`sodkit.engine.batch_memory.
-    forward_memory`; None: unknown)."""
-    from .batch_memory import forward_memory
+    forward_memory`; None: unknown). ``source``: the model file the network was loaded from,
+    whose answer on the CPU is remembered for the next run (:mod:`sodkit.engine.probe_cache`).
+    """
+    from . import probe_cache
+    from .batch_memory import forward_memory, probe_side
 
     post = postprocess_of(transform)
+    key = None
+    if source is not None and runtime.device.type == "cpu":
+        key = probe_cache.probe_key(Path(source), size, "cpu", tuple(tta), precision)
+        known = probe_cache.recall(key)
+        if known is not None:
+            return known
+        if getattr(runtime, "is_main", True):
+            logger.info("measuring one image's memory at %d px to choose the batch (two "
+                        "forward passes at %d px, once for this model file)", size,
+                        probe_side(size))
 
     def run(batch: torch.Tensor) -> None:
         with eval_mode(model):
             predict_scores(model, batch, runtime, post, precision, tta=tta)
 
-    return forward_memory(run, size, runtime.device)
+    per_image = forward_memory(run, size, runtime.device)
+    probe_cache.remember(key, per_image)
+    return per_image
 
 
 def _encoded(batch: dict | None, probs: torch.Tensor | None, targets: list[dict[str, Path]],
