@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ..engine.batch_memory import BatchChoice
     from ..inference.render import Rendering
     from ..predict_plan import Targets
+    from .predict_videos import Clip
 
 logger = logging.getLogger(__name__)
 
@@ -118,14 +120,16 @@ def outputs_of(args: argparse.Namespace) -> list[tuple[str, Rendering | None]]:
         kind, args.threshold, background, tint, foreground)) for kind in kinds]
 
 
-def check_out(targets: Targets, inputs: list[str], paths: list[Path], force: bool) -> None:
+def check_out(targets: Targets, inputs: list[str], paths: list[Path], force: bool,
+              extra: Sequence[Path] = ()) -> None:
     """Before any work: ``--out`` is a folder apart from the inputs, of ``sodkit predict``'s
-    own (or the user's, with ``--force``), and replaces no file it may not; ``--out NAME.png``
-    obeys the rules of single files (:func:`sodkit.outputs.single_file`)."""
+    own (or the user's, with ``--force``), and replaces no file it may not (``extra``: the
+    videos' outputs); ``--out NAME.png`` obeys the rules of single files
+    (:func:`sodkit.outputs.single_file`)."""
     from ..errors import UserError
     from ..outputs import OutputFolder, check_claim, kind_of, single_file
 
-    every = [targets.path(p.stem, kind) for p in paths for kind in targets.kinds]
+    every = [targets.path(p.stem, kind) for p in paths for kind in targets.kinds] + list(extra)
     if targets.single:
         for path in every:
             single_file(path, "predict", force, "--out", [Path(p) for p in inputs] + paths)
@@ -146,23 +150,28 @@ def run(args: argparse.Namespace) -> int:
     from ..foreground import check_foreground_memory
     from ..predict_plan import input_sizes, plan, resolve
     from ..resources import keep_freed_memory
+    from .predict_videos import check_clips, plan_clips, split_inputs
 
     outputs = outputs_of(args)
     keep_freed_memory()
-    paths = collect_inputs(args.inputs)
-    targets = plan(args.out, args.inputs, paths, [kind for kind, _ in outputs])
-    check_out(targets, args.inputs, paths, args.force)
+    every = collect_inputs(args.inputs)
+    paths, videos = split_inputs(every)  # images, videos
+    targets = plan(args.out, args.inputs, every, [kind for kind, _ in outputs])
+    clips = plan_clips(targets, videos, args.skip_bad)  # headers: each a video, within limits
+    check_clips(clips, None)
+    check_out(targets, args.inputs, paths, args.force, [p for c in clips for p in c.files()])
     files = resolve(targets, paths)
     sizes = input_sizes(paths, args.skip_bad)  # headers: every image is one, within limits
+    sizes.update({c.info.path: (c.info.height, c.info.width) for c in clips})
     largest = max(sizes, key=lambda p: sizes[p][0] * sizes[p][1], default=None)
     foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)  # pymatting's
     if foreground and largest is not None:
         check_foreground_memory(*sizes[largest], largest)
-    return _predict(args, paths, targets, files, outputs,
+    return _predict(args, paths, clips, targets, files, outputs,
                     sizes[largest] if largest is not None else (0, 0))
 
 
-def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
+def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], targets: Targets,
              files: list[dict[str, Path]], outputs: list[tuple[str, Rendering | None]],
              largest: tuple[int, int]) -> int:
     """Load, choose the batch, say what will happen, predict (the checks are done)."""
@@ -174,6 +183,7 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     from ..outputs import claim
     from ..resources import cap_workers
     from ..trained import load_trained, read_trained
+    from .predict_videos import predict_clips, refuse_distributed
 
     resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
     stored = read_trained(args.checkpoint)  # the network is built once decoding has started
@@ -181,12 +191,14 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     transform = build_test_transform(cfg.data, size=args.size)
     workers = cap_workers(DEFAULT_WORKERS if args.workers is None else args.workers, len(paths),
-                          None if args.workers is None else "--workers")
+                          None if args.workers is None else "--workers") if paths else 0
+    refuse_distributed(clips, runtime)
     keep = any(r is not None and r.needs_image for _, r in outputs)
     size, tta = args.size or cfg.data.size, cfg.eval.tta if args.tta is None else args.tta
 
-    def batches(batch: int) -> ImageBatches:  # decoding starts: the workers read ahead
-        return ImageBatches(paths, transform, runtime, batch, workers, keep, args.skip_bad)
+    def batches(batch: int) -> ImageBatches | None:  # decoding starts: workers read ahead
+        return ImageBatches(paths, transform, runtime, batch, workers, keep,
+                            args.skip_bad) if paths else None
 
     # the batch is known now unless the probe must measure the network: then decoding waits
     choice = None if worth_probing(size, runtime.device, args.batch_size) else _choice(
@@ -199,13 +211,16 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
             choice = _choice(probe_memory(model, transform, runtime, size, tta), size, runtime,
                              args, outputs, keep, largest, workers)
         images = images or batches(choice.batch)
-        _opening_line(runtime, cfg, args, len(paths), choice, workers, targets, outputs)
+        _opening_line(runtime, cfg, args, (len(paths), clips), choice, workers, targets,
+                      outputs)
         folder = _claim(targets, args.force, claim) if runtime.is_main else None
         runtime.barrier()
-        predict_files(model, paths, transform, runtime, folder or targets.folder,
-                      batch_size=choice.batch, num_workers=workers, tta=tta,
-                      skip_bad=args.skip_bad, images=images, outputs=outputs, targets=files,
-                      where=targets.where(), progress=True)
+        if paths:
+            predict_files(model, paths, transform, runtime, folder or targets.folder,
+                          batch_size=choice.batch, num_workers=workers, tta=tta,
+                          skip_bad=args.skip_bad, images=images, outputs=outputs,
+                          targets=files, where=targets.where(), progress=True)
+        predict_clips(model, clips, transform, runtime, folder, choice.batch, tta, outputs)
     finally:
         if images is not None:
             images.close()
@@ -231,22 +246,24 @@ def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Names
                         fixed, known)
 
 
-def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace, count: int,
-                  choice: BatchChoice, workers: int, targets: Targets, outputs: list) -> None:
+def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace,
+                  count: tuple[int, list[Clip]], choice: BatchChoice, workers: int,
+                  targets: Targets, outputs: list) -> None:
     """What the command will do, before it does it: the first line of a long run."""
     import torch
 
     from ..inference.render import NOUNS
     from ..text import and_list, noun_for, plural
+    from .predict_videos import describe
 
     if not runtime.is_main:
         return
     where = f"{runtime.device}" + (f", {runtime.world_size} processes"
                                    if runtime.world_size > 1 else "")
     decoding = plural(workers, "decoding worker") if workers else "decoding in this process"
-    kinds = and_list([noun_for(count, NOUNS[kind]) for kind, _ in outputs])
+    kinds = and_list([noun_for(count[0] + len(count[1]), NOUNS[kind]) for kind, _ in outputs])
     logger.info("predicting %s with %s/%s at %d px on %s (%s): %s, %s; %s to %s",
-                plural(count, "image"), cfg.model.name, cfg.model.backbone,
+                describe(*count), cfg.model.name, cfg.model.backbone,
                 args.size or cfg.data.size, where, plural(torch.get_num_threads(), "thread"),
                 choice.describe(), decoding, kinds, targets.where())
 
