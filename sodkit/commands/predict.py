@@ -6,9 +6,10 @@ mask is replaced only when ``sodkit predict`` wrote it and nobody changed it sin
 ``--force`` (which still replaces only the ``<stem>.png`` files it writes, and never writes into
 another command's folder): see :mod:`sodkit.outputs`. Where each output goes (``--out DIR``, a
 folder per ``--save`` kind, ``--out NAME.png`` for one image) and what is checked before the
-first forward pass: :mod:`sodkit.predict_plan`. The first line says what it will do (images,
-network, size, batch, threads); progress follows (a bar on a terminal, a line every 5 s in a
-log). The batch: :mod:`sodkit.engine.batch_memory`.
+first forward pass: :mod:`sodkit.predict_plan`; videos: :mod:`sodkit.commands.predict_videos`.
+The first line says what it will do (images, videos, network, size, batch, threads); progress
+follows (a bar on a terminal, a line every 5 s in a log). The batch:
+:mod:`sodkit.engine.batch_memory`.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-HELP = "predict saliency masks for images (files or folders), each at its own resolution"
+HELP = ("predict saliency masks for images (files or folders), each at its own resolution, "
+        "and for video files (a mask video of the same frames and rate)")
 DEFAULT_WORKERS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files and/or folders")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT",
+                        help="image files, folders of images, and/or video files (.mp4, .mkv, "
+                             ".avi, .mov, ...: docs/video.md)")
     add_model_arguments(parser)
     parser.add_argument("--out", required=True, type=user_path,
                         help="folder for the <stem>.png outputs (new, empty, or sodkit's own); "
