@@ -79,3 +79,26 @@ def test_a_row_where_the_truth_changes_everywhere_is_left_out():
     still = flicker_row(_half(0, 0), _half(255, 255), _half(0, 0), _half(0, 0))
     moved = flicker_row(_half(0, 0), _half(255, 255), _half(0, 0), _half(255, 255))
     assert still.tolist() == [1.0, 1.0] and moved[1] == 0.0
+
+
+def test_flicker_is_the_same_whoever_measures_the_frames(tmp_path):
+    """70 frames in 2 videos, measured by 2 worker processes (each a run of frames: a video's
+    frames split between them) and in this process: the same Flicker to the bit."""
+    rng = np.random.default_rng(5)
+    for group, count in (("x", 40), ("y", 30)):
+        gt = np.zeros((12, 12), np.uint8)
+        for frame in range(count):
+            gt[:, frame % 12] = 255 - gt[:, frame % 12]  # a column turns each frame
+            pred = np.clip(gt.astype(int) + rng.integers(-40, 40, gt.shape), 0, 255)
+            for folder, image in (("gt", gt), ("m", pred.astype(np.uint8))):
+                path = tmp_path / folder / group / f"{frame}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                assert cv2.imwrite(str(path), image)
+    values = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}"
+        assert main(["eval", "--gt", str(tmp_path / "gt"), "--pred", f"m={tmp_path / 'm'}",
+                     "--out", str(out), "--groups", "--compute", "Flicker",
+                     "--workers", workers]) == 0
+        values.append(json.loads((out / "results.json").read_text())["m"]["Flicker"])
+    assert values[0] == values[1] and 0.05 < values[0] < 0.3, values

@@ -119,6 +119,8 @@ def test_the_api_streams_the_maps_of_the_frames(checkpoint, tmp_path):
     written, fps = decoded(tmp_path / "m.mkv", grey=True)
     assert len(written) == 5 and fps == FPS
     assert np.abs(written[2].astype(int) - np.round(maps[2] * 255)).max() <= 1
+    again = list(model.predict_video(clip, out=tmp_path / "m.mkv", batch_size=3))
+    assert np.abs(again[3] - maps[3]).max() <= 1 / 255  # its own file: replaced
     from_arrays = list(model.predict_video(iter(frames), out=tmp_path / "a.mkv", fps=7.5))
     assert np.abs(from_arrays[4] - maps[4]).max() <= 1 / 255
     assert decoded(tmp_path / "a.mkv")[1] == 7.5
@@ -219,3 +221,41 @@ def test_memory_stays_flat_over_a_long_clip(checkpoint, tmp_path):
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[-1]) < 16 << 20, done.stdout
     assert len(decoded(tmp_path / "long.mkv")[0]) == 360
+
+
+def test_stale_frames_and_skip_bad(checkpoint, tmp_path, run_cli):
+    """A shorter clip of the same name removes the PNG frames sodkit wrote for the longer one
+    and keeps one the user changed; ``--skip-bad`` leaves out a video that is none and lists
+    it."""
+    clip = write_clip(tmp_path / "in" / "clip.avi", count=5, fourcc="FFV1")
+    out = tmp_path / "out"
+    done = run_cli("predict", "--checkpoint", checkpoint, str(clip), "--out", str(out),
+                   "--save", "soft")
+    assert done.returncode == 0, done.stderr
+    frames = sorted((out / "clip").glob("*.png"))
+    assert len(frames) == 5 and cv2.imread(str(frames[0]), -1).dtype == np.uint16
+    (out / "clip" / "000004.png").write_bytes(frames[3].read_bytes())  # the user's now
+    write_clip(clip, count=2, fourcc="FFV1")
+    (tmp_path / "in" / "broken.mp4").write_bytes(b"\0" * 100)
+    done = run_cli("predict", "--checkpoint", checkpoint, str(clip),
+                   str(tmp_path / "in" / "broken.mp4"), "--out", str(out), "--save", "soft",
+                   "--skip-bad")
+    assert done.returncode == 0, done.stderr
+    assert "left out the video" in done.stderr and "broken.mp4" in done.stderr
+    assert [p.name for p in sorted((out / "clip").glob("*.png"))] == [
+        "000000.png", "000001.png", "000004.png"]  # 2 and 3 were sodkit's: removed
+    assert "1 frame beyond this clip's 2 is left from before" in done.stderr
+
+
+def test_frames_of_odd_size_go_to_png_frames(checkpoint, tmp_path):
+    """OpenCV's FFmpeg writer crops odd sizes to even: such frames are PNG files instead."""
+    import sodkit
+
+    model = sodkit.load(checkpoint, device="cpu")
+    frames = [np.full((31, 45, 3), 40 * i, np.uint8) for i in range(3)]
+    with pytest.raises(sodkit.errors.UserError, match="its size is odd"):
+        model.predict_video(frames, out=tmp_path / "odd.mkv", fps=5)
+    maps = list(model.predict_video(frames, out=tmp_path / "odd", fps=5))
+    written = sorted((tmp_path / "odd").glob("*.png"))
+    assert len(written) == 3 and read_mask(written[2]).shape == (31, 45)
+    assert np.abs(read_mask(written[2]) - np.round(maps[2] * 255)).max() <= 1

@@ -105,9 +105,11 @@ class FrameFiles:
                                                                                self.declared))
         kept = [p for p in stale if not _remove_own(self.folder, p)]
         if kept:
-            logger.warning("%s: %d frames beyond this clip's %d are left from before (not "
-                           "written by sodkit predict, or changed since)", self.root,
-                           len(kept), self.count)
+            from ..text import noun_for, plural
+
+            logger.warning("%s: %s beyond this clip's %d %s left from before (not written by "
+                           "sodkit predict, or changed since)", self.root,
+                           plural(len(kept), "frame"), self.count, noun_for(len(kept), "is"))
 
 
 def _remove_own(folder: OutputFolder, path: Path) -> bool:
