@@ -259,3 +259,28 @@ def test_frames_of_odd_size_go_to_png_frames(checkpoint, tmp_path):
     written = sorted((tmp_path / "odd").glob("*.png"))
     assert len(written) == 3 and read_mask(written[2]).shape == (31, 45)
     assert np.abs(read_mask(written[2]) - np.round(maps[2] * 255)).max() <= 1
+
+
+def rotated(path: Path) -> Path:
+    """An mp4v clip whose track matrix says "rotate by 90 degrees", as a phone held upright
+    writes it (the 36-byte matrix of the ``tkhd`` box, version 0, patched in place)."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    box = data.index(b"tkhd") - 4
+    assert data[box + 8] == 0  # version 0: the matrix at byte 48 of the box
+    struct.pack_into(">9i", data, box + 48, 0, 0x10000, 0, -0x10000, 0, 0, 0, 0, 0x40000000)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_rotated_clip_is_predicted_upright(checkpoint, tmp_path, run_cli):
+    """OpenCV applies a clip's rotation: its frames, and so its masks, are 64x48 (H x W)."""
+    clip = rotated(write_clip(tmp_path / "phone.mp4", count=3))
+    frames, _ = decoded(clip)
+    assert frames[0].shape == (64, 48, 3)
+    done = run_cli("predict", "--checkpoint", checkpoint, str(clip), "--out",
+                   str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    masks, fps = decoded(tmp_path / "out" / "phone.mkv", grey=True)
+    assert len(masks) == 3 and masks[0].shape == (64, 48) and fps == FPS

@@ -27,8 +27,8 @@ MAX_FPS = 1000.0  # a rate above this is a damaged header, not a camera
 
 @dataclass(frozen=True)
 class VideoInfo:
-    """What a video declares: ``frames`` (its container's count), ``fps``, ``height`` and
-    ``width`` of every frame."""
+    """What a video declares: ``frames`` (its container's count), ``fps``; ``height`` and
+    ``width`` of every frame as decoded (its first frame's)."""
 
     path: Path
     frames: int
@@ -59,7 +59,8 @@ def _open(path: Path) -> cv2.VideoCapture:
 
 def probe(path: str | Path) -> VideoInfo:
     """The :class:`VideoInfo` of ``path``, checked: a video FFmpeg opens, with at least one
-    frame, a frame rate in (0, :data:`MAX_FPS`], and frames within ``SODKIT_MAX_PIXELS``.
+    frame, a frame rate in (0, :data:`MAX_FPS`], and frames within ``SODKIT_MAX_PIXELS`` (by
+    the header, before the first frame is decoded for its size).
 
     Raises:
         DataError: one line naming the file and what is wrong.
@@ -83,7 +84,23 @@ def probe(path: str | Path) -> VideoInfo:
         raise DataError(f"video file {path} declares frames of {width}x{height} pixels; "
                         f"replace or remove it")
     check_pixels(path, width, height)
+    height, width = _first_frame_size(path)  # as decoded: a phone's rotation applied
     return VideoInfo(path, int(count), float(fps), height, width)
+
+
+def _first_frame_size(path: Path) -> tuple[int, int]:
+    """``(height, width)`` of the first frame as OpenCV decodes it: a clip whose metadata
+    rotates it (a phone held upright) declares 1920x1080 and decodes 1080x1920 (OpenCV
+    applies the rotation), which every frame and output then has."""
+    capture = _open(path)
+    try:
+        ok, frame = capture.read()
+    finally:
+        capture.release()
+    if not ok or frame is None:
+        raise DataError(f"video file {path}: its first frame cannot be decoded (damaged, or "
+                        f"a codec this FFmpeg lacks); replace or remove it")
+    return frame.shape[0], frame.shape[1]
 
 
 def frames(info: VideoInfo) -> Iterator[np.ndarray]:
@@ -103,7 +120,7 @@ def frames(info: VideoInfo) -> Iterator[np.ndarray]:
             if frame.shape[:2] != (info.height, info.width):
                 raise DataError(f"video file {info.path}: frame {done} is {frame.shape[1]}x"
                                 f"{frame.shape[0]} pixels, not {info.width}x{info.height} "
-                                f"as declared; replace or remove it")
+                                f"as the first; replace or remove it")
             done += 1
             yield cv2.cvtColor(frame, cv2.COLOR_BGR2RGB if frame.ndim == 3 and
                                frame.shape[2] == 3 else cv2.COLOR_GRAY2RGB)
