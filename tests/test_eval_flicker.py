@@ -102,3 +102,27 @@ def test_flicker_is_the_same_whoever_measures_the_frames(tmp_path):
                      "--workers", workers]) == 0
         values.append(json.loads((out / "results.json").read_text())["m"]["Flicker"])
     assert values[0] == values[1] and 0.05 < values[0] < 0.3, values
+
+
+def test_flicker_intervals_resample_videos(tmp_path):
+    """``--ci`` with ``--groups`` resamples videos; videos of one frame (no Flicker) are left
+    out of each resample's mean as of the dataset's: the interval is finite and holds the
+    number in results.json, which ci.json repeats."""
+    rng = np.random.default_rng(2)
+    for video in range(12):
+        for frame in range(1 + video % 3):  # a third of the videos have one frame
+            gt = np.zeros((8, 8), np.uint8)
+            gt[:, : frame + 2] = 255
+            pred = np.clip(gt.astype(int) + rng.integers(-60, 60, gt.shape), 0, 255)
+            for folder, image in (("gt", gt), ("m", pred.astype(np.uint8))):
+                path = tmp_path / folder / f"v{video}" / f"{frame}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                assert cv2.imwrite(str(path), image)
+    assert main(["eval", "--gt", str(tmp_path / "gt"), "--pred", f"m={tmp_path / 'm'}",
+                 "--out", str(tmp_path / "out"), "--groups", "--compute", "Flicker",
+                 "--ci"]) == 0
+    value = json.loads((tmp_path / "out" / "results.json").read_text())["m"]["Flicker"]
+    interval = json.loads((tmp_path / "out" / "ci.json").read_text())["intervals"]["m"][
+        "Flicker"]
+    assert abs(interval["value"] - value) < 1e-12
+    assert interval["low"] < value < interval["high"]
