@@ -284,3 +284,17 @@ def test_a_rotated_clip_is_predicted_upright(checkpoint, tmp_path, run_cli):
     assert done.returncode == 0, done.stderr
     masks, fps = decoded(tmp_path / "out" / "phone.mkv", grey=True)
     assert len(masks) == 3 and masks[0].shape == (64, 48) and fps == FPS
+
+
+def test_a_folder_gives_its_images_and_says_it_leaves_its_videos(checkpoint, tmp_path,
+                                                                 run_cli):
+    """A folder's videos are not taken (a stray clip among photos): said, in one line."""
+    write_clip(tmp_path / "only" / "clip.mp4", count=2)
+    done = run_cli("predict", "--checkpoint", checkpoint, str(tmp_path / "only"), "--out",
+                   str(tmp_path / "out"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "the 1 video there is predicted only when named" in done.stderr
+    cv2.imwrite(str(tmp_path / "only" / "a.png"), np.zeros((8, 8, 3), np.uint8))
+    done = run_cli("predict", "--checkpoint", checkpoint, str(tmp_path / "only"), "--out",
+                   str(tmp_path / "out"))
+    assert done.returncode == 0 and "1 video left out" in done.stderr, done.stderr
