@@ -177,6 +177,10 @@ def test_videos_are_refused_where_their_outputs_cannot_go(checkpoint, tmp_path, 
         done = run_cli("predict", "--checkpoint", checkpoint, str(clip), "--out",
                        str(tmp_path / out))
         assert done.returncode == 2 and "go into a folder" in done.stderr, done.stderr
+    marker = write_clip(tmp_path / ".sodkit-run.mp4", count=2)  # frames: a folder by that name
+    done = run_cli("predict", "--checkpoint", checkpoint, str(marker), "--out",
+                   str(tmp_path / "o"), "--save", "cutout")
+    assert done.returncode == 2 and "keeps for its own files" in done.stderr, done.stderr
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "clip.mkv").write_bytes(b"the user's")  # not sodkit's: kept, even in its folder

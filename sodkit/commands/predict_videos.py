@@ -77,6 +77,9 @@ def plan_clips(targets: Targets, videos: Sequence[Path], skip_bad: bool) -> list
         sub = len(targets.kinds) > 1
         outputs = {kind: output_path(targets.path(video.stem, kind), kind, info)
                    for kind in targets.kinds}
+        if any(path.name.casefold().startswith(".sodkit") for path in outputs.values()):
+            raise UserError(f"{video}: its outputs would be named {video.stem}, which sodkit "
+                            f"keeps for its own files (.sodkit-run, .sodkit-files); rename it")
         clips.append(Clip(info, {kind: inside(targets.out, *([kind] if sub else []), path.name)
                                  for kind, path in outputs.items()}))
     for line in bad:
