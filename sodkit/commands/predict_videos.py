@@ -14,7 +14,7 @@ folder. Under torchrun videos are refused: one process streams a clip.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,18 +143,23 @@ def _predict_clip(model: Any, clip: Clip, transform: Any, runtime: Any, folder: 
     from ..progress import Progress
     from ..video.read import frames
     from ..video.stream import predict_stream
-    from ..video.write import open_outputs
+    from ..video.write import Behind, open_outputs
 
     post, info = postprocess_of(transform), clip.info
-    done = 0
+    size, done = (info.height, info.width), 0
+
+    def job(frame: Any, scores: Any, sinks: dict[str, Any]) -> Callable[[], None]:
+        def write() -> None:
+            for kind, array in output_arrays(post, scores, size, outputs, frame):
+                sinks[kind].write(array)
+        return write
+
     with open_outputs(folder, clip.outputs, info) as sinks, Progress(
             info.frames, f"predicting {info.path.name}", unit="frame", log=logger,
-            early=True) as shown:
+            early=True) as shown, Behind(2 * batch) as behind:
         for frame, scores in predict_stream(model, frames(info), transform, runtime, batch,
                                             tta):
-            for kind, array in output_arrays(post, scores, (info.height, info.width),
-                                             outputs, frame):
-                sinks[kind].write(array)
+            behind.put(job(frame, scores, sinks))
             done += 1
             if done % batch == 0:  # the rate counts a batch at once, as it is predicted
                 shown.update(batch)

@@ -117,14 +117,20 @@ def _maps(network: Any, frames: Iterator[np.ndarray], info: VideoInfo, transform
     from ..inference.encode import output_arrays
     from ..inference.pipelines import postprocess_of
     from .stream import predict_stream
-    from .write import open_outputs
+    from .write import Behind, open_outputs
 
     post, size = postprocess_of(transform), (info.height, info.width)
+
+    def job(frame: np.ndarray, scores: Any, sinks: dict[str, Any]) -> Any:
+        def write() -> None:
+            for kind, array in output_arrays(post, scores, size, writing[1], frame):
+                sinks[kind].write(array)
+        return write
+
     with (open_outputs(writing[0][0], writing[0][1], info) if writing
-          else contextlib.nullcontext({})) as sinks:
+          else contextlib.nullcontext({})) as sinks, Behind(2 * batch) as behind:
         for frame, scores in predict_stream(network, frames, transform, runtime, batch, tta,
                                             precision):
-            for kind, array in output_arrays(post, scores, size, writing[1],
-                                             frame) if writing else ():
-                sinks[kind].write(array)
+            if writing:
+                behind.put(job(frame, scores, sinks))
             yield post.probability_map(scores, size).float().cpu().numpy()

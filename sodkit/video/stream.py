@@ -6,7 +6,8 @@ batch (:func:`~sodkit.inference.forward.predict_scores`, TTA included), and the 
 output side at the frame's size. So a frame's mask is the mask of the same frame saved as a PNG
 and given to ``sodkit predict`` (to the float rounding of another batch's composition: at most
 1/255, tested). A thread decodes up to two batches ahead (:func:`read_ahead`), so at most
-three batches of decoded frames are held at a time, whatever the clip's length.
+three batches of decoded frames are held here at a time (and the writer's two waiting:
+:class:`sodkit.video.write.Behind`), whatever the clip's length.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,38 @@ def _remove_own(folder: OutputFolder, path: Path) -> bool:
 
 
 Sinks = dict[str, Any]  # kind -> VideoFile | FrameFiles
+
+
+class Behind:
+    """Each frame's output work (the resize back, the rendering, the encoding, the write) in
+    one thread beside the next batch's forward pass, as :mod:`sodkit.engine.overlap` does for
+    images: in order, one job at a time, at most ``depth`` waiting (a slower writer holds the
+    loop back instead of piling up frames). A job's error is raised at the next :meth:`put`
+    or on leaving; leaving on an error cancels the jobs not started and waits for the one
+    running, so the writers are closed after their last write."""
+
+    def __init__(self, depth: int) -> None:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.depth = max(1, depth)
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="sodkit-video")
+        self.pending: deque = deque()
+
+    def put(self, job: Callable[[], None]) -> None:
+        self.pending.append(self.pool.submit(job))
+        while len(self.pending) > self.depth:
+            self.pending.popleft().result()
+
+    def __enter__(self) -> Behind:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        try:
+            while kind is None and self.pending:
+                self.pending.popleft().result()
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 @contextlib.contextmanager
