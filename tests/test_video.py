@@ -86,6 +86,19 @@ def test_a_clip_gives_the_masks_of_its_frames_as_images(checkpoint, tmp_path, ru
     assert masks[0].std() > 0  # not a constant: the comparison means something
 
 
+def test_a_stream_that_does_not_say_its_frame_count(checkpoint, tmp_path, run_cli):
+    """FFmpeg reads a PNG named ``.mp4`` as a one-frame stream of no declared count (as a
+    live recording may be): predicted to its end, said so."""
+    still = tmp_path / "still.mp4"
+    cv2.imwrite(str(tmp_path / "still.png"), np.full((24, 32, 3), 120, np.uint8))
+    (tmp_path / "still.png").rename(still)
+    done = run_cli("predict", "--checkpoint", checkpoint, str(still), "--out",
+                   str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert "predicting 1 video (frame count not declared)" in done.stderr
+    assert len(decoded(tmp_path / "out" / "still.mkv")[0]) == 1
+
+
 def test_images_and_videos_in_one_call(checkpoint, tmp_path, run_cli):
     """Images first, then each video; one folder, names that do not collide."""
     clip = write_clip(tmp_path / "in" / "clip.avi", count=3, fourcc="FFV1")
@@ -139,8 +152,6 @@ def _hostile(tmp_path: Path) -> dict[str, Path]:
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "text.mp4").write_text("not a video\n")
-    cv2.imwrite(str(bad / "photo.png"), np.zeros((8, 8, 3), np.uint8))
-    (bad / "photo.png").rename(bad / "image.mp4")  # OpenCV's image reader would take it
     empty = cv2.VideoWriter(str(bad / "empty.avi"), cv2.VideoWriter_fourcc(*"FFV1"), 10.0,
                             (16, 16))
     empty.release()
@@ -148,8 +159,9 @@ def _hostile(tmp_path: Path) -> dict[str, Path]:
     (bad / "cut.avi").write_bytes(whole[: len(whole) * 2 // 3])
     (bad / "whole.avi").unlink()
     write_clip(bad / "huge.avi", count=2, fourcc="FFV1")  # under SODKIT_MAX_PIXELS=100
-    return {"text.mp4": "cannot read video file", "image.mp4": "holds no frame",
-            "empty.avi": "", "cut.avi": "could be decoded (truncated or damaged)",
+    return {"text.mp4": "cannot read video file",
+            "empty.avi": "holds no frame that can be decoded",
+            "cut.avi": "could be decoded (truncated or damaged)",
             "huge.avi": "megapixels"}
 
 

@@ -102,13 +102,19 @@ def check_clips(clips: Sequence[Clip], folder: OutputFolder | None) -> None:
 
 
 def describe(images: int, clips: Sequence[Clip]) -> str:
-    """``3 images and 2 videos (480 frames)``, for the opening line."""
+    """``3 images and 2 videos (480 frames)``, for the opening line (``1 video (frame count
+    not declared)`` for a stream that does not say how many frames it holds)."""
     from ..text import and_list, plural
 
     parts = [plural(images, "image")] if images or not clips else []
     if clips:
         frames = sum(clip.info.frames for clip in clips)
-        parts.append(f"{plural(len(clips), 'video')} ({plural(frames, 'frame')})")
+        unknown = sum(1 for clip in clips if clip.info.frames == 0)  # a count not declared
+        counts = (plural(frames, "frame") + (f", and {unknown} of no declared count"
+                                              if unknown else "")
+                  if unknown < len(clips) else
+                  f"frame count{'s' if unknown > 1 else ''} not declared")
+        parts.append(f"{plural(len(clips), 'video')} ({counts})")
     return and_list(parts)
 
 
@@ -155,7 +161,7 @@ def _predict_clip(model: Any, clip: Clip, transform: Any, runtime: Any, folder: 
         return write
 
     with open_outputs(folder, clip.outputs, info) as sinks, Progress(
-            info.frames, f"predicting {info.path.name}", unit="frame", log=logger,
+            info.frames or None, f"predicting {info.path.name}", unit="frame", log=logger,
             early=True) as shown, Behind(2 * batch) as behind:
         for frame, scores in predict_stream(model, frames(info), transform, runtime, batch,
                                             tta):

@@ -27,8 +27,9 @@ MAX_FPS = 1000.0  # a rate above this is a damaged header, not a camera
 
 @dataclass(frozen=True)
 class VideoInfo:
-    """What a video declares: ``frames`` (its container's count), ``fps``; ``height`` and
-    ``width`` of every frame as decoded (its first frame's)."""
+    """What a video declares: ``frames`` (its container's count; 0 where it does not say, as
+    a stream recorded live may not), ``fps``; ``height`` and ``width`` of every frame as
+    decoded (its first frame's)."""
 
     path: Path
     frames: int
@@ -58,8 +59,8 @@ def _open(path: Path) -> cv2.VideoCapture:
 
 
 def probe(path: str | Path) -> VideoInfo:
-    """The :class:`VideoInfo` of ``path``, checked: a video FFmpeg opens, with at least one
-    frame, a frame rate in (0, :data:`MAX_FPS`], and frames within ``SODKIT_MAX_PIXELS`` (by
+    """The :class:`VideoInfo` of ``path``, checked: a video FFmpeg opens, whose first frame
+    decodes, a frame rate in (0, :data:`MAX_FPS`], and frames within ``SODKIT_MAX_PIXELS`` (by
     the header, before the first frame is decoded for its size).
 
     Raises:
@@ -74,9 +75,6 @@ def probe(path: str | Path) -> VideoInfo:
         height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
     finally:
         capture.release()
-    if not math.isfinite(count) or count < 1:
-        raise DataError(f"video file {path} holds no frame (or does not say how many); "
-                        f"replace or remove it")
     if not math.isfinite(fps) or not 0 < fps <= MAX_FPS:
         raise DataError(f"video file {path} declares no valid frame rate ({fps:g} frames/s); "
                         f"re-encode it (e.g. ffmpeg -i IN -r 25 OUT.mp4) or remove it")
@@ -85,7 +83,8 @@ def probe(path: str | Path) -> VideoInfo:
                         f"replace or remove it")
     check_pixels(path, width, height)
     height, width = _first_frame_size(path)  # as decoded: a phone's rotation applied
-    return VideoInfo(path, int(count), float(fps), height, width)
+    known = math.isfinite(count) and count >= 1  # a stream recorded live may not say
+    return VideoInfo(path, int(count) if known else 0, float(fps), height, width)
 
 
 def _first_frame_size(path: Path) -> tuple[int, int]:
@@ -98,8 +97,8 @@ def _first_frame_size(path: Path) -> tuple[int, int]:
     finally:
         capture.release()
     if not ok or frame is None:
-        raise DataError(f"video file {path}: its first frame cannot be decoded (damaged, or "
-                        f"a codec this FFmpeg lacks); replace or remove it")
+        raise DataError(f"video file {path} holds no frame that can be decoded (empty, "
+                        f"damaged, or a codec this FFmpeg lacks); replace or remove it")
     return frame.shape[0], frame.shape[1]
 
 
@@ -108,7 +107,7 @@ def frames(info: VideoInfo) -> Iterator[np.ndarray]:
 
     Raises:
         DataError: the stream ends before ``info.frames`` frames (truncated or damaged), or a
-            frame is not of the declared size.
+            frame is not of the first's size.
     """
     capture = _open(info.path)
     done = 0
@@ -126,7 +125,7 @@ def frames(info: VideoInfo) -> Iterator[np.ndarray]:
                                frame.shape[2] == 3 else cv2.COLOR_GRAY2RGB)
     finally:
         capture.release()
-    if done < info.frames:
+    if done < info.frames:  # 0: the count is not known, the stream's end is the end
         raise DataError(f"video file {info.path}: declares {info.frames} frames but only "
                         f"{done} could be decoded (truncated or damaged); replace or "
                         f"remove it")
