@@ -20,7 +20,7 @@ HELP = "evaluate saved predictions of one or more methods against GT masks (tabl
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..report.curve_kinds import DEFAULT_KINDS, KINDS, parse_kinds
-    from ..report.publish import add_table_arguments
+    from ..report.named_outputs import add_table_arguments
 
     parser.add_argument(
         "--gt", action="append", default=[], metavar="[NAME=]DIR",

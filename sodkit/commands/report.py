@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..report.figure_style import add_figure_arguments
-    from ..report.publish import add_table_arguments
+    from ..report.named_outputs import add_table_arguments
     from ..report.selection import add_report_selection
 
     parser.add_argument("folders", nargs="+", metavar="RUN_DIR",
@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..report.html import build_report
-    from ..report.publish import (
+    from ..report.named_outputs import (
         check_output_file,
         check_table_outputs,
         check_tables,
@@ -123,7 +123,7 @@ def _render_figures(args: argparse.Namespace, sources: list, style: FigureStyle 
 def _check_figures(args: argparse.Namespace, folders: list[Path]) -> FigureStyle | None:
     """Before any work: the figure style file is valid and the figures may be written."""
     from ..report.figure_style import read_figure_style
-    from ..report.publish import check_output_file
+    from ..report.named_outputs import check_output_file
 
     if args.figure_style and not args.figures:
         raise UserError("--figure-style styles the figures of --figures DIR; give --figures")

@@ -101,7 +101,7 @@ def write_summary(jobs: Sequence[Job], tables: list[dict[str, dict[str, float]]]
                   request: EvalRequest, deferred: DeferredFolder) -> None:
     """Files about every dataset: the combined table, evaluation.json, paper tables."""
     from ..report import write_results
-    from ..report.publish import write_tables
+    from ..report.named_outputs import write_tables
     from ..report.tables import write_eval_manifest
     from .rerun import tables_after
 

@@ -52,7 +52,7 @@ def evaluate_folders(request: EvalRequest) -> Tables:
     fork = fork_is_safe() and detect_dist_env().world_size == 1  # torchrun imports torch
     if not fork:  # the fork server first: it boots while the files are listed
         start_fork_server(gt_folders(request), _workers(request), explicit=explicit)
-    from ..report.publish import check_table_outputs
+    from ..report.named_outputs import check_table_outputs
     from .files import check_collisions, claim_output, write_summary
     from .log import Clock
     from .ranks import Ranks

@@ -10,10 +10,10 @@
   but the input folders its evaluation recorded), and each file checked for its shape;
 * ``cells``: text cells of CSV and xlsx tables that no spreadsheet evaluates;
 * ``html``: the self-contained ``report.html`` of one run or a comparison of several;
-* ``publish``: the command-line options of the paper tables and the rules for writing files.
+* ``named_outputs``: the command-line options of the paper tables and the rules for writing files.
 
 The names of ``tables`` are loaded on first use, so that ``sodkit --help`` (which reads the
-options in ``publish``) does not import numpy, OpenCV or the metrics.
+options in ``named_outputs``) does not import numpy, OpenCV or the metrics.
 """
 
 from __future__ import annotations

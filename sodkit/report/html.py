@@ -296,15 +296,6 @@ def build_report(sources: Sequence[Source], metrics: Sequence[str] = STANDARD_OR
             f"{body}<script>{_SCRIPT}</script></body></html>\n")
 
 
-def write_report(folders: Sequence[str | Path], out: str | Path,
-                 metrics: Sequence[str] = STANDARD_ORDER) -> Path:
-    """Read ``folders`` and write their report to ``out`` (no checks: callers vet ``out``)."""
-    from ..atomic import write_atomic
-
-    page = build_report(load_sources(list(folders)), metrics)
-    return write_atomic(out, page)
-
-
 def write_run_report(run_dir: Path | OutputFolder) -> None:
     """``report.html`` of a run folder (``train``, ``test``: the command writes it once the
     engine is done, rank 0); a failure is a warning: the results are written already (a refusal

@@ -189,7 +189,7 @@ def render_figures(curves: Curves, kinds: tuple[str, ...], style: FigureStyle
 
 def write_figures(files: Mapping[str, bytes], out: Path, force: bool) -> None:
     """Each of :func:`render_figures`' files into ``out`` (a report folder)."""
-    from .publish import write_file
+    from .named_outputs import write_file
 
     for name, data in files.items():
         write_file(out / name, lambda p, data=data: p.write_bytes(data), force, "report",
