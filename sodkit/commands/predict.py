@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     paths, videos = split_inputs(every)  # images, videos
     targets = plan(args.out, args.inputs, every, [kind for kind, _ in outputs])
     clips = plan_clips(targets, videos, args.skip_bad)  # headers: each a video, within limits
-    check_clips(clips, None)
+    check_clips(clips)
     check_out(targets, args.inputs, paths, args.force, [p for c in clips for p in c.files()])
     files = resolve(targets, paths)
     sizes = input_sizes(paths, args.skip_bad)  # headers: every image is one, within limits

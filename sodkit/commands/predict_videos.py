@@ -87,9 +87,9 @@ def plan_clips(targets: Targets, videos: Sequence[Path], skip_bad: bool) -> list
     return clips
 
 
-def check_clips(clips: Sequence[Clip], folder: OutputFolder | None) -> None:
-    """Before any work: no clip's output is a file where a folder of frames goes, and every
-    file it writes may be written (``folder``: the existing ``--out``, else None)."""
+def check_clips(clips: Sequence[Clip]) -> None:
+    """Before any work: no clip's output is a file where a folder of frames goes (whether
+    each file may be replaced is checked with the images': ``Clip.files``)."""
     from ..video.write import frames_folder
 
     for clip in clips:
@@ -97,8 +97,6 @@ def check_clips(clips: Sequence[Clip], folder: OutputFolder | None) -> None:
             if frames_folder(kind, clip.info) and out.exists() and not out.is_dir():
                 raise UserError(f"--out: {out} is a file; the frames of {clip.info.path} go "
                                 f"into a folder of that name")
-        if folder is not None:
-            folder.check(clip.files())
 
 
 def describe(images: int, clips: Sequence[Clip]) -> str:
