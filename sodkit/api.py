@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from PIL import Image as PILImage
 
     from .config import Config
+    from .video.maps import VideoMaps
 
 ImageInput = Union[str, Path, bytes, "PILImage.Image", np.ndarray, "torch.Tensor"]
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -101,7 +102,7 @@ class Model:
                       out: str | Path | None = None, *, save: str = "mask",
                       fps: float | None = None, force: bool = False,
                       batch_size: int | None = None, tta: Sequence[str] | None = None,
-                      precision: str = "fp32") -> Iterator[np.ndarray]:
+                      precision: str = "fp32") -> VideoMaps:
         """A clip's saliency maps, one float32 (H, W) in [0, 1] a frame, as an iterator (the
         clip is read, predicted and written as a stream: memory bounded whatever its length);
         each equals :meth:`predict` of the same frame as an image. ``video``: a video file, or
@@ -110,7 +111,8 @@ class Model:
         mask, binary, overlay) or a folder of PNG frames (cutout, soft), complete when the
         iterator is exhausted; ``fps``: the frames' rate, needed to write frames given as an
         iterable; ``force``: replace a file sodkit did not write. The rest as :meth:`predict`;
-        the options are checked at the call (:mod:`sodkit.video.maps`)."""
+        the options are checked at the call (:mod:`sodkit.video.maps`). The iterator has the
+        clip's ``fps``, ``frames`` (its declared count), ``height`` and ``width``."""
         from .engine.runtime import OnDevice
         from .inference.pipelines import build_test_transform
         from .video.maps import video_maps

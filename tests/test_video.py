@@ -124,7 +124,9 @@ def test_the_api_streams_the_maps_of_the_frames(checkpoint, tmp_path):
     clip = write_clip(tmp_path / "clip.mp4", count=5)
     frames, _ = decoded(clip)
     stills = as_pngs(frames, tmp_path / "stills")
-    maps = list(model.predict_video(clip, out=tmp_path / "m.mkv", batch_size=2))
+    stream = model.predict_video(clip, out=tmp_path / "m.mkv", batch_size=2)
+    assert (stream.fps, stream.frames, stream.height, stream.width) == (FPS, 5, 48, 64)
+    maps = list(stream)
     expected = model.predict(sorted(str(p) for p in stills.iterdir()))
     assert len(maps) == 5
     for got, want in zip(maps, expected, strict=True):

@@ -32,10 +32,29 @@ from .read import VideoInfo
 from .write import VIDEO_SUFFIX, frames_folder
 
 
+class VideoMaps(Iterator[np.ndarray]):
+    """The iterator ``predict_video`` returns: a frame's map at each step, and what the clip
+    declares (``fps``, ``frames``: its count, 0 where not declared; ``height``, ``width``),
+    known before the first frame. :meth:`close` stops early (no video file is left)."""
+
+    def __init__(self, info: VideoInfo, maps: Iterator[np.ndarray]) -> None:
+        self.info, self._maps = info, maps
+        self.fps, self.frames = info.fps, info.frames
+        self.height, self.width = info.height, info.width
+
+    def __next__(self) -> np.ndarray:
+        return next(self._maps)
+
+    def close(self) -> None:
+        close = getattr(self._maps, "close", None)
+        if close is not None:
+            close()
+
+
 def video_maps(network: Any, video: Any, transform: Any, runtime: Any, batch: int,
                tta: Sequence[str], precision: str, out: str | Path | None = None,
                save: str = "mask", fps: float | None = None, force: bool = False
-               ) -> Iterator[np.ndarray]:
+               ) -> VideoMaps:
     """Float32 (H, W) maps in [0, 1], one a frame, in order (module docstring); the checks
     run now, the frames are predicted as the iterator is consumed."""
     from ..inference.render import MODES, Rendering
@@ -47,7 +66,8 @@ def video_maps(network: Any, video: Any, transform: Any, runtime: Any, batch: in
     if out is not None:
         writing = (_claimed(Path(out), save, info, force, video),
                    [(save, None if save == "mask" else Rendering(save))])
-    return _maps(network, frames, info, transform, runtime, batch, tta, precision, writing)
+    return VideoMaps(info, _maps(network, frames, info, transform, runtime, batch, tta,
+                                 precision, writing))
 
 
 def _source(video: Any, fps: float | None, writes: bool
