@@ -149,6 +149,30 @@ def test_the_api_streams_the_maps_of_the_frames(checkpoint, tmp_path):
         model.predict_video(clip, out=tmp_path / "b.mp4")
 
 
+def claiming_frames(path: Path, count: int) -> Path:
+    """An AVI whose headers (``avih`` and ``strh``) declare ``count`` frames."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, data.index(b"avih") + 24, count)  # dwTotalFrames
+    struct.pack_into("<I", data, data.index(b"strh") + 40, count)  # dwLength
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_header_claiming_two_billion_frames_costs_nothing_first(checkpoint, tmp_path,
+                                                                 run_cli):
+    """The outputs are checked from the files on disk, not a path per declared frame; the
+    stream's end is then one line naming both counts, and no video file is left."""
+    clip = claiming_frames(write_clip(tmp_path / "liar.avi", count=3, fourcc="FFV1"),
+                           2**31 - 1)
+    done = run_cli("predict", "--checkpoint", checkpoint, str(clip), "--out",
+                   str(tmp_path / "out"), "--save", "mask,cutout")
+    assert done.returncode == 2, done.stderr
+    assert "declares 2147483647 frames but only 3 could be decoded" in done.stderr
+    assert not (tmp_path / "out" / "mask" / "liar.mkv").exists()
+
+
 def _hostile(tmp_path: Path) -> dict[str, Path]:
     """Videos that are not: each with the words its one-line error must hold."""
     bad = tmp_path / "bad"

@@ -38,11 +38,13 @@ class Clip:
     outputs: dict[str, Path]
 
     def files(self) -> list[Path]:
-        """Every path it will write (a folder's frames one by one), for the checks first."""
-        from ..video.write import frame_paths, frames_folder
+        """Every path it will write that exists now (a video file; a folder's frames as
+        found on disk), for the checks first."""
+        from ..video.write import existing_frames, frames_folder
 
         return [p for kind, out in self.outputs.items() for p in (
-            frame_paths(out, self.info.frames) if frames_folder(kind, self.info) else [out])]
+            existing_frames(out, self.info.frames) if frames_folder(kind, self.info)
+            else [out])]
 
 
 def split_inputs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:

@@ -61,8 +61,15 @@ def frame_name(index: int, count: int) -> str:
     return f"{index:0{max(MIN_DIGITS, len(str(max(count - 1, 0))))}d}.png"
 
 
-def frame_paths(folder: Path, count: int) -> list[Path]:
-    return [folder / frame_name(i, count) for i in range(count)]
+def existing_frames(folder: Path, count: int) -> list[Path]:
+    """The files in ``folder`` that writing ``count`` frames would replace (``count`` 0: not
+    declared, any frame name): found on disk, not enumerated from the count, which a header
+    may give as a trillion."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.png") if p.stem.isdigit()
+                  and p.name == frame_name(int(p.stem), count)
+                  and (count == 0 or int(p.stem) < count))
 
 
 class VideoFile:
