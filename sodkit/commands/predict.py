@@ -206,14 +206,14 @@ def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], tar
 
     # the batch is known now unless the probe must measure the network: then decoding waits
     choice = None if worth_probing(size, runtime.device, args.batch_size) else _choice(
-        None, size, runtime, args, outputs, keep, largest, workers)
+        None, size, runtime, args, outputs, keep, largest, workers, bool(clips))
     early = args.batch_size or (choice.batch if choice else None)
     images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
         model = load_trained(stored, weights=args.weights, device=runtime.device).network
         if choice is None:
             choice = _choice(probe_memory(model, transform, runtime, size, tta), size, runtime,
-                             args, outputs, keep, largest, workers)
+                             args, outputs, keep, largest, workers, bool(clips))
         images = images or batches(choice.batch)
         _opening_line(runtime, cfg, args, (len(paths), clips), choice, workers, targets,
                       outputs)
@@ -233,17 +233,22 @@ def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], tar
 
 
 def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Namespace,
-            outputs: list, keep: bool, largest: tuple[int, int], workers: int) -> BatchChoice:
+            outputs: list, keep: bool, largest: tuple[int, int], workers: int,
+            clips: bool = False) -> BatchChoice:
     """``--batch-size``, or the batch chosen from the probe's memory per image (None: not
     probed) and, for a cut-out or an overlay, each photo's original in every batch in flight
     (decoded ahead by each worker, in the forward pass, waiting to be written: 2 per worker
-    and 3); beside the batch, what the largest photo costs at its own size in the output
-    thread (one at a time): its float32 map, and its foreground estimate."""
+    and 3); with ``clips``, each frame (RGB) in every batch a clip holds
+    (:data:`sodkit.video.IN_FLIGHT`); beside the batch, what the largest photo costs at its
+    own size in the output thread (one at a time): its float32 map, and its foreground
+    estimate."""
     from ..engine.batch_memory import choose_batch
     from ..foreground import ML_BYTES_PER_PIXEL
+    from ..video import IN_FLIGHT
 
     pixels = largest[0] * largest[1]
-    known = pixels * 4 * (2 * workers + 3) if keep else 0  # RGB + alpha, in flight
+    known = max(pixels * 4 * (2 * workers + 3) if keep else 0,  # RGB + alpha, in flight
+                pixels * 3 * IN_FLIGHT if clips else 0)  # a clip's frames
     foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)
     fixed = pixels * (4 + (ML_BYTES_PER_PIXEL if foreground else 0))
     return choose_batch(per_image, size, runtime.device, args.batch_size, "--batch-size",

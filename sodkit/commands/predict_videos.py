@@ -147,6 +147,7 @@ def _predict_clip(model: Any, clip: Clip, transform: Any, runtime: Any, folder: 
     from ..inference.encode import output_arrays
     from ..inference.pipelines import postprocess_of
     from ..progress import Progress
+    from ..video import BEHIND
     from ..video.read import frames
     from ..video.stream import predict_stream
     from ..video.write import Behind, open_outputs
@@ -162,7 +163,7 @@ def _predict_clip(model: Any, clip: Clip, transform: Any, runtime: Any, folder: 
 
     with open_outputs(folder, clip.outputs, info) as sinks, Progress(
             info.frames or None, f"predicting {info.path.name}", unit="frame", log=logger,
-            early=True) as shown, Behind(2 * batch) as behind:
+            early=True) as shown, Behind(BEHIND * batch) as behind:
         for frame, scores in predict_stream(model, frames(info), transform, runtime, batch,
                                             tta):
             behind.put(job(frame, scores, sinks))

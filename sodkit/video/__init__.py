@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+AHEAD, BEHIND = 2, 2  # batches of frames decoded ahead of the forward pass; waiting to be written
+IN_FLIGHT = AHEAD + 1 + BEHIND  # batches of a clip's decoded frames in memory at most
 VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mov", ".mkv", ".avi", ".webm", ".mpg", ".mpeg", ".wmv")
 
 

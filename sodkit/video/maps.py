@@ -136,6 +136,7 @@ def _maps(network: Any, frames: Iterator[np.ndarray], info: VideoInfo, transform
           writing: tuple[Any, list] | None) -> Iterator[np.ndarray]:
     from ..inference.encode import output_arrays
     from ..inference.pipelines import postprocess_of
+    from . import BEHIND
     from .stream import predict_stream
     from .write import Behind, open_outputs
 
@@ -148,7 +149,7 @@ def _maps(network: Any, frames: Iterator[np.ndarray], info: VideoInfo, transform
         return write
 
     with (open_outputs(writing[0][0], writing[0][1], info) if writing
-          else contextlib.nullcontext({})) as sinks, Behind(2 * batch) as behind:
+          else contextlib.nullcontext({})) as sinks, Behind(BEHIND * batch) as behind:
         for frame, scores in predict_stream(network, frames, transform, runtime, batch, tta,
                                             precision):
             if writing:

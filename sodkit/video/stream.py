@@ -22,6 +22,7 @@ import torch
 
 from ..inference.forward import ForwardRuntime, eval_mode, predict_scores
 from ..inference.pipelines import postprocess_of
+from . import AHEAD
 
 
 def read_ahead(frames: Iterator[np.ndarray], depth: int) -> Iterator[np.ndarray]:
@@ -87,7 +88,7 @@ def predict_stream(model: Any, frames: Iterable[np.ndarray],
     model's device, what the pipeline's output side (``postprocess_of(transform)``) turns into
     the frame's mask (``to_mask``) or probability map (``probability_map``) at its size."""
     post = postprocess_of(transform)
-    with eval_mode(model), contextlib.closing(read_ahead(iter(frames), 2 * batch)) as ahead:
+    with eval_mode(model), contextlib.closing(read_ahead(iter(frames), AHEAD * batch)) as ahead:
         for chunk in batches(ahead, batch):
             stacked = torch.stack([transform(frame) for frame in chunk]).to(runtime.device)
             scores = predict_scores(model, stacked, runtime, post, precision, tta=tta)
