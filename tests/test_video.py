@@ -340,3 +340,15 @@ def test_a_folder_gives_its_images_and_says_it_leaves_its_videos(checkpoint, tmp
     done = run_cli("predict", "--checkpoint", checkpoint, str(tmp_path / "only"), "--out",
                    str(tmp_path / "out"))
     assert done.returncode == 0 and "1 video left out" in done.stderr, done.stderr
+
+
+def test_the_default_batch_counts_the_frames_in_flight(checkpoint, tmp_path, run_cli,
+                                                       monkeypatch):
+    """Five batches of a clip's frames may be in memory (two decoded ahead, one predicted, two
+    waiting to be written): the default batch counts them, 1280x720 frames at 2.6 MiB each."""
+    clip = write_clip(tmp_path / "hd.avi", count=2, size=(720, 1280), fourcc="FFV1")
+    monkeypatch.setenv("SODKIT_MAX_MEMORY_MB", "60")
+    done = run_cli("predict", "--checkpoint", checkpoint, str(clip), "--out",
+                   str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert "batch 1 (about" in done.stderr and "60 MiB allowed" in done.stderr, done.stderr
