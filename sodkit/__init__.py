@@ -18,8 +18,12 @@ def _quiet_opencv() -> None:
     report, in one line naming it, not OpenCV's ``[ WARN:0@11.467] global grfmt_png.cpp:793
     ...``. The one place that sets it, on import of sodkit: through the environment for an
     OpenCV imported later (loader workers inherit it), directly for one already imported.
-    ``OPENCV_LOG_LEVEL=INFO`` (or any level) set by the user is kept."""
+    ``OPENCV_LOG_LEVEL=INFO`` (or any level) set by the user is kept. FFmpeg's own lines
+    (``[mov,mp4,... @ 0x55..] moov atom not found`` for a video it cannot read) are silenced
+    the same way, through ``OPENCV_FFMPEG_LOGLEVEL`` (-8: AV_LOG_QUIET), read when OpenCV
+    first opens a video."""
     _os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    _os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
     cv2 = _sys.modules.get("cv2")
     logging = getattr(getattr(cv2, "utils", None), "logging", None)
     if logging is not None and _os.environ["OPENCV_LOG_LEVEL"] == "ERROR":

@@ -7,6 +7,8 @@
     rgba = model.cutout("photo.jpg")                          # PIL RGBA, the mask as alpha
     on_white = model.cutout("photo.jpg", mask=mask, background="white")  # no second forward
     png = model.cutout(open("photo.jpg", "rb").read())        # bytes in, PNG bytes out
+    for mask in model.predict_video("clip.mp4", out="clip.mkv"):  # a map a frame, streamed
+        ...                                                   # (and a lossless mask video)
 
 Predictions go through ``sodkit predict``'s own path (:func:`sodkit.inference.forward.
 predict_arrays`: the checkpoint's test transform, the forward, the bilinear resize to each
@@ -20,7 +22,7 @@ Loading a model imports torch; ``import sodkit`` alone does not.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from PIL import Image as PILImage
 
     from .config import Config
+    from .video.maps import VideoMaps
 
 ImageInput = Union[str, Path, bytes, "PILImage.Image", np.ndarray, "torch.Tensor"]
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -94,6 +97,31 @@ class Model:
         out = [_picture(item, _cutout(rgb, prob, under, chosen, alpha))
                for item, rgb, alpha, prob in done]
         return out[0] if single else out
+
+    def predict_video(self, video: str | Path | Iterable[ImageInput],
+                      out: str | Path | None = None, *, save: str = "mask",
+                      fps: float | None = None, force: bool = False,
+                      batch_size: int | None = None, tta: Sequence[str] | None = None,
+                      precision: str = "fp32") -> VideoMaps:
+        """A clip's saliency maps, one float32 (H, W) in [0, 1] a frame, as an iterator (the
+        clip is read, predicted and written as a stream: memory bounded whatever its length);
+        each equals :meth:`predict` of the same frame as an image. ``video``: a video file, or
+        an iterable of frames (arrays, PIL images, ...; one size). ``out``: also write the
+        ``save`` kind (as ``sodkit predict --save``), ``NAME.mkv`` (a lossless FFV1 video:
+        mask, binary, overlay) or a folder of PNG frames (cutout, soft), complete when the
+        iterator is exhausted; ``fps``: the frames' rate, needed to write frames given as an
+        iterable; ``force``: replace a file sodkit did not write. The rest as :meth:`predict`;
+        the options are checked at the call (:mod:`sodkit.video.maps`). The iterator has the
+        clip's ``fps``, ``frames`` (its declared count), ``height`` and ``width``."""
+        from .engine.runtime import OnDevice
+        from .inference.pipelines import build_test_transform
+        from .video.maps import video_maps
+
+        tta = self._check(batch_size, tta, precision)
+        transform = build_test_transform(self.config.data, size=self.size)
+        batch = self._batch(transform, batch_size, tta, precision)
+        return video_maps(self.network, video, transform, OnDevice(self.device), batch, tta,
+                          precision, out=out, save=save, fps=fps, force=force)
 
     def _run(self, items: list[Any], batch_size: int | None, tta: Sequence[str] | None,
              precision: str, foreground: str = "none") -> Iterator[tuple]:

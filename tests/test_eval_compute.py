@@ -85,8 +85,13 @@ def test_bad_selections_are_refused_in_one_line(folders, tmp_path, capsys):
 def test_config_selection_takes_exactly_the_registered_families():
     """eval.compute's allowed values are the families' registry (the config keeps no list of
     its own): every registered name and ``all`` pass the trainer's check before it starts, any
-    other is refused naming the registered ones."""
+    other is refused naming the registered ones; a family of frame sequences (Flicker) is
+    ``sodkit eval --groups``'s alone."""
     for name in [*FAMILIES, "all"]:
+        if name != "all" and FAMILIES[name].sequence:
+            with pytest.raises(ConfigError, match="not during training"):
+                CheckpointManager.check_selection(EvalCfg(compute=[name]), ["D"])
+            continue
         CheckpointManager.check_selection(EvalCfg(compute=[name]), ["D"])
     known = ", ".join(FAMILIES)
     with pytest.raises(ConfigError, match=f"^eval.compute: unknown metric family XYZ; choose "
@@ -159,7 +164,8 @@ def test_compute_all_with_images_includes_ccm(folders, tmp_path, caplog):
     assert main([*base, "--images", str(images), "--out", str(tmp_path / "with")]) == 0
     assert "ignored" not in caplog.text
     with_images = json.loads((tmp_path / "with" / "results.json").read_text())["A"]
-    assert set(with_images) >= {key for family in FAMILIES.values() for key in family.keys}
+    assert set(with_images) >= {key for family in FAMILIES.values() if not family.sequence
+                                for key in family.keys}  # Flicker: videos, by name
     assert main([*base, "--out", str(tmp_path / "without")]) == 0
     assert "CCM" not in json.loads((tmp_path / "without" / "results.json").read_text())["A"]
 

@@ -65,7 +65,8 @@ def inputs(tmp_path_factory) -> Path:
     for dataset, groups in GROUPS.items():  # video/{gt,a,m}/<dataset>/<group>/frameN.png
         for group, count in groups.items():
             for frame in range(1, count + 1):
-                pred, gt = realistic_pair(rng, 32 + frame % 3, 40)
+                pred, gt = realistic_pair(rng, 32 + (frame > 2), 40)  # sizes change once:
+                # consecutive frames mostly of one size, as Flicker compares them
                 for method, image in (("gt", gt), ("a", pred), ("m", 255 - pred)):
                     path = root / "video" / method / dataset / group / f"frame{frame}.png"
                     if method == "m" and (dataset == "W" or path.relative_to(
@@ -85,7 +86,7 @@ def eval_args(root: Path, out: Path) -> list[str]:
 def grouped_args(root: Path, out: Path) -> list[str]:
     gts = [arg for name in GROUPS for arg in ("--gt", f"{name}={root / 'video/gt' / name}")]
     return ["eval", *gts, "--pred", f"a={root / 'video/a'}", "--pred", f"m={root / 'video/m'}",
-            "--groups", "--allow-missing", "--compute", "HCE,BIoU", "--out", str(out)]
+            "--groups", "--allow-missing", "--compute", "HCE,BIoU,Flicker", "--out", str(out)]
 
 
 def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, tmp_path):
@@ -124,7 +125,8 @@ def _check_groups_with_missing(stderr: str, one: Path, two: Path) -> None:
         assert (one / name).read_bytes() == (two / name).read_bytes(), name
     results = json.loads((two / "results.json").read_text())
     assert set(results) == {"V/a", "V/m", "W/a"}  # m skipped on W
-    assert {"HCE", "maxBIoU"} <= set(results["V/m"])
+    assert {"HCE", "maxBIoU", "Flicker"} <= set(results["V/m"])  # Flicker: rank 0, in order
+    assert 0 < results["V/m"]["Flicker"] < 1
     rows = (two / "V" / "results_per_image.csv").read_text().splitlines()
     stems = [row.split(",")[2] for row in rows[1:] if row.split(",")[1] == "m"]
     assert len(stems) == 7 and "g1/frame2" not in stems and "g2/frame4" not in stems

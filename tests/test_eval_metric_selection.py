@@ -27,10 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_key_selects_checkpoints_the_way_tables_rank_it():
     errors = {"MAE", "maxBER", "meanBER", "adpBER", "HCE", "MSE", "siMAE",
-              "SAD", "MattingMSE", "MAD", "Grad", "Conn"}
+              "SAD", "MattingMSE", "MAD", "Grad", "Conn", "Flicker"}
     assert {key for key in selectable_keys() if lower_is_better(key)} == errors
     for key in selectable_keys():
-        CheckpointManager.check_selection(EvalCfg(metric=key), ["D"])  # every key is accepted
+        if key == "Flicker":  # frames of videos: sodkit eval --groups only
+            with pytest.raises(ConfigError, match="not during training"):
+                CheckpointManager.check_selection(EvalCfg(metric=key), ["D"])
+        else:
+            CheckpointManager.check_selection(EvalCfg(metric=key), ["D"])  # accepted
         lower = CheckpointManager.is_better(1.0, {"value": 2.0}, key)
         assert lower == (key in errors) == ranking.lower_is_better(key), key
         assert CheckpointManager.is_better(3.0, {"value": 2.0}, key) != lower, key
@@ -46,7 +50,7 @@ def test_the_metrics_family_is_computed_with_the_others():
     assert families_with(["mBA"], "HCE") == ("HCE", "mBA")  # registry order
     assert families_with([], "maxBIoU") == ("BIoU",)
     assert families_with(["all"], "maxFm") == tuple(n for n, f in FAMILIES.items()
-                                                    if not f.reads_image)
+                                                    if not f.reads_image and not f.sequence)
 
 
 @pytest.mark.parametrize(("name", "meant"), [("hce", "HCE"), ("BIoU", "maxBIoU"),

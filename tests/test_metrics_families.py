@@ -43,8 +43,9 @@ def test_families_are_off_by_default_and_selected_by_name():
     metrics = SODMetrics()
     metrics.update(PAIRS[0][1], PAIRS[0][2])
     assert "MSE" not in metrics.compute()
-    assert resolve("all") == tuple(name for name in FAMILIES if name != "CCM")
-    assert resolve("ALL,ccm") == tuple(FAMILIES)  # CCM reads the images: named
+    assert resolve("all") == tuple(name for name in FAMILIES if name not in ("CCM", "Flicker"))
+    assert resolve("ALL,ccm") == tuple(n for n in FAMILIES if n != "Flicker")  # CCM: named
+    assert resolve("ALL,ccm,flicker") == tuple(FAMILIES)  # Flicker: frames, named too
     assert resolve("mse") == ("MSE",)
     with pytest.raises(ValueError, match="unknown metric family nope; choose from MSE"):
         resolve("MSE,nope")

@@ -48,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compute", default="", metavar="FAMILY,...",
                         help=f"optional metric families to compute as well: "
                              f"{', '.join(FAMILIES)}, or all (default: the standard set only; "
-                             f"see the README's Metrics)")
+                             f"see the README's Metrics; "
+                             f"{', '.join(n for n, f in FAMILIES.items() if f.sequence)}: "
+                             f"with --groups, by name, docs/video.md)")
     parser.add_argument("--images", action="append", default=[], metavar="[NAME=]DIR",
                         help="a dataset's RGB images (by GT stem), read by --compute CCM; "
                              "repeat as NAME=DIR per --gt NAME")

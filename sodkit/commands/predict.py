@@ -6,15 +6,17 @@ mask is replaced only when ``sodkit predict`` wrote it and nobody changed it sin
 ``--force`` (which still replaces only the ``<stem>.png`` files it writes, and never writes into
 another command's folder): see :mod:`sodkit.outputs`. Where each output goes (``--out DIR``, a
 folder per ``--save`` kind, ``--out NAME.png`` for one image) and what is checked before the
-first forward pass: :mod:`sodkit.predict_plan`. The first line says what it will do (images,
-network, size, batch, threads); progress follows (a bar on a terminal, a line every 5 s in a
-log). The batch: :mod:`sodkit.engine.batch_memory`.
+first forward pass: :mod:`sodkit.predict_plan`; videos: :mod:`sodkit.commands.predict_videos`.
+The first line says what it will do (images, videos, network, size, batch, threads); progress
+follows (a bar on a terminal, a line every 5 s in a log). The batch:
+:mod:`sodkit.engine.batch_memory`.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,15 +28,19 @@ if TYPE_CHECKING:
     from ..engine.batch_memory import BatchChoice
     from ..inference.render import Rendering
     from ..predict_plan import Targets
+    from .predict_videos import Clip
 
 logger = logging.getLogger(__name__)
 
-HELP = "predict saliency masks for images (files or folders), each at its own resolution"
+HELP = ("predict saliency masks for images (files or folders), each at its own resolution, "
+        "and for video files (a mask video of the same frames and rate)")
 DEFAULT_WORKERS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files and/or folders")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT",
+                        help="image files, folders of images, and/or video files (.mp4, .mkv, "
+                             ".avi, .mov, ...: docs/video.md)")
     add_model_arguments(parser)
     parser.add_argument("--out", required=True, type=user_path,
                         help="folder for the <stem>.png outputs (new, empty, or sodkit's own); "
@@ -118,14 +124,16 @@ def outputs_of(args: argparse.Namespace) -> list[tuple[str, Rendering | None]]:
         kind, args.threshold, background, tint, foreground)) for kind in kinds]
 
 
-def check_out(targets: Targets, inputs: list[str], paths: list[Path], force: bool) -> None:
+def check_out(targets: Targets, inputs: list[str], paths: list[Path], force: bool,
+              extra: Sequence[Path] = ()) -> None:
     """Before any work: ``--out`` is a folder apart from the inputs, of ``sodkit predict``'s
-    own (or the user's, with ``--force``), and replaces no file it may not; ``--out NAME.png``
-    obeys the rules of single files (:func:`sodkit.outputs.single_file`)."""
+    own (or the user's, with ``--force``), and replaces no file it may not (``extra``: the
+    videos' outputs); ``--out NAME.png`` obeys the rules of single files
+    (:func:`sodkit.outputs.single_file`)."""
     from ..errors import UserError
     from ..outputs import OutputFolder, check_claim, kind_of, single_file
 
-    every = [targets.path(p.stem, kind) for p in paths for kind in targets.kinds]
+    every = [targets.path(p.stem, kind) for p in paths for kind in targets.kinds] + list(extra)
     if targets.single:
         for path in every:
             single_file(path, "predict", force, "--out", [Path(p) for p in inputs] + paths)
@@ -146,23 +154,28 @@ def run(args: argparse.Namespace) -> int:
     from ..foreground import check_foreground_memory
     from ..predict_plan import input_sizes, plan, resolve
     from ..resources import keep_freed_memory
+    from .predict_videos import check_clips, plan_clips, split_inputs
 
     outputs = outputs_of(args)
     keep_freed_memory()
-    paths = collect_inputs(args.inputs)
-    targets = plan(args.out, args.inputs, paths, [kind for kind, _ in outputs])
-    check_out(targets, args.inputs, paths, args.force)
+    every = collect_inputs(args.inputs)
+    paths, videos = split_inputs(every)  # images, videos
+    targets = plan(args.out, args.inputs, every, [kind for kind, _ in outputs])
+    clips = plan_clips(targets, videos, args.skip_bad)  # headers: each a video, within limits
+    check_clips(clips)
+    check_out(targets, args.inputs, paths, args.force, [p for c in clips for p in c.files()])
     files = resolve(targets, paths)
     sizes = input_sizes(paths, args.skip_bad)  # headers: every image is one, within limits
+    sizes.update({c.info.path: (c.info.height, c.info.width) for c in clips})
     largest = max(sizes, key=lambda p: sizes[p][0] * sizes[p][1], default=None)
     foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)  # pymatting's
     if foreground and largest is not None:
         check_foreground_memory(*sizes[largest], largest)
-    return _predict(args, paths, targets, files, outputs,
+    return _predict(args, paths, clips, targets, files, outputs,
                     sizes[largest] if largest is not None else (0, 0))
 
 
-def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
+def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], targets: Targets,
              files: list[dict[str, Path]], outputs: list[tuple[str, Rendering | None]],
              largest: tuple[int, int]) -> int:
     """Load, choose the batch, say what will happen, predict (the checks are done)."""
@@ -174,6 +187,7 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     from ..outputs import claim
     from ..resources import cap_workers
     from ..trained import load_trained, read_trained
+    from .predict_videos import predict_clips, refuse_distributed
 
     resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
     stored = read_trained(args.checkpoint)  # the network is built once decoding has started
@@ -181,16 +195,18 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
     runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
     transform = build_test_transform(cfg.data, size=args.size)
     workers = cap_workers(DEFAULT_WORKERS if args.workers is None else args.workers, len(paths),
-                          None if args.workers is None else "--workers")
+                          None if args.workers is None else "--workers") if paths else 0
+    refuse_distributed(clips, runtime)
     keep = any(r is not None and r.needs_image for _, r in outputs)
     size, tta = args.size or cfg.data.size, cfg.eval.tta if args.tta is None else args.tta
 
-    def batches(batch: int) -> ImageBatches:  # decoding starts: the workers read ahead
-        return ImageBatches(paths, transform, runtime, batch, workers, keep, args.skip_bad)
+    def batches(batch: int) -> ImageBatches | None:  # decoding starts: workers read ahead
+        return ImageBatches(paths, transform, runtime, batch, workers, keep,
+                            args.skip_bad) if paths else None
 
     # the batch is known now unless the probe must measure the network: then decoding waits
     choice = None if worth_probing(size, runtime.device, args.batch_size) else _choice(
-        None, size, runtime, args, outputs, keep, largest, workers)
+        None, size, runtime, args, outputs, keep, largest, workers, bool(clips))
     early = args.batch_size or (choice.batch if choice else None)
     images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
@@ -199,15 +215,18 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
         if choice is None:
             choice = _choice(probe_memory(model, transform, runtime, size, tta,
                                           source=stored.source), size, runtime,
-                             args, outputs, keep, largest, workers)
+                             args, outputs, keep, largest, workers, bool(clips))
         images = images or batches(choice.batch)
-        _opening_line(runtime, cfg, args, len(paths), choice, workers, targets, outputs)
+        _opening_line(runtime, cfg, args, (len(paths), clips), choice, workers, targets,
+                      outputs)
         folder = _claim(targets, args.force, claim) if runtime.is_main else None
         runtime.barrier()
-        predict_files(model, paths, transform, runtime, folder or targets.folder,
-                      batch_size=choice.batch, num_workers=workers, tta=tta,
-                      skip_bad=args.skip_bad, images=images, outputs=outputs, targets=files,
-                      where=targets.where(), progress=True)
+        if paths:
+            predict_files(model, paths, transform, runtime, folder or targets.folder,
+                          batch_size=choice.batch, num_workers=workers, tta=tta,
+                          skip_bad=args.skip_bad, images=images, outputs=outputs,
+                          targets=files, where=targets.where(), progress=True)
+        predict_clips(model, clips, transform, runtime, folder, choice.batch, tta, outputs)
     finally:
         if images is not None:
             images.close()
@@ -216,39 +235,46 @@ def _predict(args: argparse.Namespace, paths: list[Path], targets: Targets,
 
 
 def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Namespace,
-            outputs: list, keep: bool, largest: tuple[int, int], workers: int) -> BatchChoice:
+            outputs: list, keep: bool, largest: tuple[int, int], workers: int,
+            clips: bool = False) -> BatchChoice:
     """``--batch-size``, or the batch chosen from the probe's memory per image (None: not
     probed) and, for a cut-out or an overlay, each photo's original in every batch in flight
     (decoded ahead by each worker, in the forward pass, waiting to be written: 2 per worker
-    and 3); beside the batch, what the largest photo costs at its own size in the output
-    thread (one at a time): its float32 map, and its foreground estimate."""
+    and 3); with ``clips``, each frame (RGB) in every batch a clip holds
+    (:data:`sodkit.video.IN_FLIGHT`); beside the batch, what the largest photo costs at its
+    own size in the output thread (one at a time): its float32 map, and its foreground
+    estimate."""
     from ..engine.batch_memory import choose_batch
     from ..foreground import ML_BYTES_PER_PIXEL
+    from ..video import IN_FLIGHT
 
     pixels = largest[0] * largest[1]
-    known = pixels * 4 * (2 * workers + 3) if keep else 0  # RGB + alpha, in flight
+    known = max(pixels * 4 * (2 * workers + 3) if keep else 0,  # RGB + alpha, in flight
+                pixels * 3 * IN_FLIGHT if clips else 0)  # a clip's frames
     foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)
     fixed = pixels * (4 + (ML_BYTES_PER_PIXEL if foreground else 0))
     return choose_batch(per_image, size, runtime.device, args.batch_size, "--batch-size",
                         fixed, known)
 
 
-def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace, count: int,
-                  choice: BatchChoice, workers: int, targets: Targets, outputs: list) -> None:
+def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace,
+                  count: tuple[int, list[Clip]], choice: BatchChoice, workers: int,
+                  targets: Targets, outputs: list) -> None:
     """What the command will do, before it does it: the first line of a long run."""
     import torch
 
     from ..inference.render import NOUNS
     from ..text import and_list, noun_for, plural
+    from .predict_videos import describe
 
     if not runtime.is_main:
         return
     where = f"{runtime.device}" + (f", {runtime.world_size} processes"
                                    if runtime.world_size > 1 else "")
     decoding = plural(workers, "decoding worker") if workers else "decoding in this process"
-    kinds = and_list([noun_for(count, NOUNS[kind]) for kind, _ in outputs])
+    kinds = and_list([noun_for(count[0] + len(count[1]), NOUNS[kind]) for kind, _ in outputs])
     logger.info("predicting %s with %s/%s at %d px on %s (%s): %s, %s; %s to %s",
-                plural(count, "image"), cfg.model.name, cfg.model.backbone,
+                describe(*count), cfg.model.name, cfg.model.backbone,
                 args.size or cfg.data.size, where, plural(torch.get_num_threads(), "thread"),
                 choice.describe(), decoding, kinds, targets.where())
 

@@ -24,7 +24,7 @@ from ..outputs import OutputFolder
 from ..paths import inside
 from ..progress import Progress
 from ..sharding import shard_range
-from ..text import and_list, plural
+from ..text import and_list, noun_for, plural
 from .overlap import OutputThread
 from .rounds import MaskWriter, agree_on_round
 from .runtime import Runtime
@@ -37,14 +37,24 @@ logger = logging.getLogger(__name__)
 
 
 def collect_inputs(inputs: Sequence[str | Path]) -> list[Path]:
-    """Image files named directly or found in named folders (not recursive), stems unique."""
+    """Image and video files named directly, and images found in named folders (not
+    recursive; a folder's videos are said and left out), stems unique."""
+    from ..video import is_video
+
     files: list[Path] = []
     for item in map(Path, inputs):
         if item.is_dir():
             found = sorted(p for p in item.iterdir()
                            if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+            videos = sum(1 for p in item.iterdir() if p.is_file() and is_video(p))
             if not found:
-                raise UserError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in folder {item}")
+                raise UserError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in folder {item}"
+                                + (f"; the {plural(videos, 'video')} there "
+                                   f"{noun_for(videos, 'is')} predicted only when named "
+                                   f"(sodkit predict {item / 'NAME.mp4'})" if videos else ""))
+            if videos:
+                logger.info("%s: %s left out (a folder gives its images; name a video to "
+                            "predict it)", item, plural(videos, "video"))
             files.extend(found)
         elif item.is_file():
             files.append(item)

@@ -36,9 +36,14 @@ _TAIL = re.compile(r"(\d+)$")
 
 
 def check_group_options(request: EvalRequest, families: tuple[str, ...]) -> None:
-    """``--groups`` with what it works with: ``--frames`` needs it; ``--list`` and the
-    families that read images (CCM, whose images are found by flat stems) do not go with it."""
-    from ..metrics.families import reads_images
+    """``--groups`` with what it works with: ``--frames`` and the families of frame sequences
+    (Flicker) need it; ``--list`` and the families that read images (CCM, whose images are
+    found by flat stems) do not go with it."""
+    from ..metrics.families import reads_images, sequences
+
+    if sequences(families) and not request.groups:
+        raise UserError(f"--compute {sequences(families)[0]} measures consecutive frames of "
+                        f"each video: give --groups (a sub-folder of frames per video)")
 
     if request.frames and not request.groups:
         raise UserError("--frames selects the frames of each group: give --groups as well")
@@ -126,6 +131,9 @@ def _curve_of(key: str) -> str | None:
 
 def average_groups(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The dataset's result from its groups' ``SODMetrics.compute()`` results (module doc)."""
+    from ..metrics.families import FAMILIES, family_keys, sequences
+
+    sequence_keys = family_keys(sequences(FAMILIES))
     out: dict[str, Any] = {}
     curves = {key: np.mean([r[key] for r in results], axis=0)
               for key in results[0] if key.endswith("_curve")}
@@ -137,6 +145,9 @@ def average_groups(results: list[dict[str, Any]]) -> dict[str, Any]:
         if curve in curves:
             out[key] = float(curves[curve].max() if key.startswith("max")
                              else curves[curve].mean())
+        elif key in sequence_keys:  # a video of one frame has none: left out of the mean
+            values = [r[key] for r in results if not np.isnan(r[key])]
+            out[key] = float(np.mean(values)) if values else float("nan")
         else:
             out[key] = float(np.mean([r[key] for r in results]))
     return out

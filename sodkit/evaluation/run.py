@@ -101,11 +101,13 @@ def _write_job(job: Job, ranks: Ranks, workers: int, pool: MeasurePool | None,
     from .groups import grouped_compute
     from .log import announce
     from .measure import measure_shard, per_image_rows_of
+    from .temporal import fill_sequences
 
     announce(job)
     metrics = measure_shard(job, ranks, workers, pool, clock)
     if not ranks.is_main:
         return {}
+    metrics = fill_sequences(job, metrics, workers)  # Flicker: frames in order, on rank 0
     results = {method: grouped_compute(metric, sorted(job.gts)) if job.groups
                else metric.compute() for method, metric in metrics.items()}
     table = {method: scalar_metrics(result) for method, result in results.items()}

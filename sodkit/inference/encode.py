@@ -41,3 +41,20 @@ def encode_outputs(post: Postprocess, scores: torch.Tensor, size: tuple[int, int
             prob = post.probability_map(scores, tuple(size)).cpu().numpy()
         files.append((kind, rendering.png(prob, image, alpha)))
     return files
+
+
+def output_arrays(post: Postprocess, scores: torch.Tensor, size: tuple[int, int],
+                  outputs: Outputs, image: np.ndarray | None = None,
+                  alpha: np.ndarray | None = None) -> list[tuple[str, np.ndarray]]:
+    """``(kind, array)`` of each of ``outputs``: the pixels :func:`encode_outputs` encodes
+    (the uint8 mask, the rendering of the probability map), for a writer that does not write
+    PNG files (a video's frames: :mod:`sodkit.video.write`)."""
+    arrays, prob = [], None
+    for kind, rendering in outputs:
+        if rendering is None:
+            arrays.append((kind, post.to_mask(scores, tuple(size))))
+            continue
+        if prob is None:
+            prob = post.probability_map(scores, tuple(size)).cpu().numpy()
+        arrays.append((kind, rendering.array(prob, image, alpha)))
+    return arrays

@@ -123,15 +123,24 @@ class Columns:
         labels = list(dict.fromkeys(np.asarray(groups).tolist()))
         members = [np.flatnonzero(np.asarray(groups) == label) for label in labels]
         means = np.stack([self.matrix[rows].mean(axis=0) for rows in members])
-        blocks, keys = [means], list(self.keys)
+        blocks, keys, families = [means], list(self.keys), []
         start = means.shape[1]
         for name, a, b in self.families:
             summaries = [FAMILIES[name].summarize(row[None]) for row in means[:, a:b]]
+            if FAMILIES[name].sequence:  # a video without a frame pair has no value: left
+                # out of the mean over groups (average_groups), as a (value, 1) / (0, 0) row
+                value = np.array([summaries[g][FAMILIES[name].keys[0]] for g in range(
+                    len(summaries))])
+                counts = ~np.isnan(value)
+                blocks.append(np.stack([np.where(counts, value, 0.0), counts * 1.0], axis=1))
+                families.append((name, start, start + 2))
+                start += 2
+                continue
             for key in FAMILIES[name].keys:
                 blocks.append(np.array([[summary[key]] for summary in summaries]))
                 keys.append((key, "value", start, start + 1))
                 start += 1
-        return Columns(np.ascontiguousarray(np.concatenate(blocks, axis=1)), keys, [])
+        return Columns(np.ascontiguousarray(np.concatenate(blocks, axis=1)), keys, families)
 
     def names(self) -> list[str]:
         """Every result key, standard first, then the families' in registry order."""

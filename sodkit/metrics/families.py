@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError, UserError
 from ..registry import Registry
+from . import temporal
 
 
 class MissingPackage(UserError, ValueError):
@@ -73,6 +74,9 @@ class Family:
             ``eval.metric`` keeps the checkpoint with the smallest); the others are scores.
         per_image: (N, width) rows -> each image's own values (``results_per_image.csv``);
             default: the columns under ``keys`` (a row that is one value per key).
+        sequence: measured over the consecutive frames of each video, not per pair: its
+            ``measure`` leaves a placeholder row that ``sodkit eval --groups`` fills
+            (:mod:`sodkit.evaluation.temporal`); selected only there, and not by ``all``.
     """
 
     name: str
@@ -85,6 +89,7 @@ class Family:
     reads_image: bool = False
     lower_is_better: tuple[str, ...] = ()
     per_image: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None
+    sequence: bool = False
 
     def image_values(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """Each image's own values of this family's keys, from its rows (index order)."""
@@ -212,6 +217,10 @@ def _registry() -> dict[str, Family]:
         Family("matting", MATTING_KEYS, 5, _matting, column_means(*MATTING_KEYS),
                "mmagic 1.2.0 SAD, MattingMSE, GradientError, ConnectivityError (Adobe's Deep "
                "Image Matting evaluate.m); MAD: P3M-10k's", lower_is_better=MATTING_KEYS),
+        Family("Flicker", ("Flicker",), temporal.WIDTH, temporal.placeholder,
+               temporal.summarize, "sodkit: mean |P_t - P_{t-1}| where the GT holds still "
+               "(sodkit.metrics.temporal)", lower_is_better=("Flicker",),
+               per_image=temporal.per_frame, sequence=True),
     ]
     registry: Registry[Family] = Registry("metric family")
     for family in families:  # registration order: the order of keys in results and tables
@@ -231,9 +240,10 @@ def family_keys(names: Iterable[str] | None = None) -> tuple[str, ...]:
 
 def resolve(names: Iterable[str] | str | None, images: bool = False) -> tuple[str, ...]:
     """Family names in registry order from a selection: names (case-insensitive), ``"all"``
-    (every family computed from the masks alone, and with ``images`` (the images are given:
-    ``eval --images``) those that read them too, CCM; without, CCM is added by name), or a
-    comma-separated text of either; None or empty: none.
+    (every family computed from each pair's masks alone, and with ``images`` (the images are
+    given: ``eval --images``) those that read them too, CCM; without, CCM is added by name; a
+    family of frame sequences, Flicker, only by name), or a comma-separated text of either;
+    None or empty: none.
 
     Raises:
         ConfigError (a ValueError): naming an unknown family and the known ones.
@@ -245,7 +255,8 @@ def resolve(names: Iterable[str] | str | None, images: bool = False) -> tuple[st
     wanted = [name.strip() for name in names if name.strip()]
     if any(name.lower() == "all" for name in wanted):  # those of the masks alone: CCM is named
         wanted = [n for n in wanted if n.lower() != "all"] + [
-            name for name, family in FAMILIES.items() if images or not family.reads_image]
+            name for name, family in FAMILIES.items()
+            if (images or not family.reads_image) and not family.sequence]
     by_lower = {name.lower(): name for name in FAMILIES}
     unknown = [name for name in wanted if name.lower() not in by_lower]
     if unknown:
@@ -269,6 +280,11 @@ def _check_installed(family: Family) -> None:
         raise MissingPackage(f"metric family {family.name} needs {' and '.join(missing)}, "
                              f"which {'is' if len(missing) == 1 else 'are'} not installed: "
                              f"{install_hint('metrics')}")
+
+
+def sequences(names: Iterable[str]) -> tuple[str, ...]:
+    """The named families measured over frame sequences (:attr:`Family.sequence`)."""
+    return tuple(name for name in names if FAMILIES[name].sequence)
 
 
 def reads_images(names: Iterable[str]) -> bool:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .families import FAMILIES, family_keys, resolve
+from ..errors import ConfigError
+from .families import FAMILIES, family_keys, resolve, sequences
 from .results import METRIC_KEYS
 
 STANDARD_ERRORS = frozenset({"MAE", "maxBER", "meanBER", "adpBER"})
@@ -39,7 +40,11 @@ def families_with(compute: Iterable[str] | str | None, metric: str) -> tuple[str
     HCE without ``eval.compute`` naming it), resolved (see ``families.resolve``)."""
     chosen = [compute] if isinstance(compute, str) else list(compute or ())
     owner = family_of(metric)
-    return resolve(chosen + ([owner] if owner else []))
+    families = resolve(chosen + ([owner] if owner else []))
+    if sequences(families):  # a ValueError: check_selection makes it a config error
+        raise ConfigError(f"{sequences(families)[0]} is measured over the frames of each video "
+                          f"by sodkit eval --groups, not during training")
+    return families
 
 
 

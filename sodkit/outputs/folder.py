@@ -240,6 +240,15 @@ class OutputFolder:
                    digest: str | None = None) -> Path:
         """``write(tmp)`` writes the file to a temporary path, which then replaces ``path``
         (if :meth:`problem` allows) and is recorded with its hash (``digest``, if known)."""
+        with self.writing(path, digest) as tmp:
+            write(tmp)
+        return Path(path)
+
+    @contextlib.contextmanager
+    def writing(self, path: Path, digest: str | None = None) -> Iterator[Path]:
+        """:meth:`write_with` as a context manager: the block writes the temporary path it is
+        given (a video written frame by frame, while frames are yielded); an exception, or a
+        generator closed early, leaves ``path`` as it was."""
         path = Path(path)
         rel = self.rel(path)
         self.check([path])
@@ -247,14 +256,13 @@ class OutputFolder:
         mark = None
         try:
             with atomic_target(path) as tmp:
-                write(tmp)
+                yield tmp
                 if self.record is not None:  # before the rename: both happen, or neither
                     mark = self.record.add(rel, digest or sha256_file(tmp))
         except BaseException:
             if mark is not None:  # the rename failed: the file was not replaced
                 self.record.undo(mark)
             raise
-        return path
 
     def write_bytes(self, path: Path, data: bytes) -> Path:
         return self.write_with(path, lambda tmp: tmp.write_bytes(data),
