@@ -168,6 +168,7 @@ def predict_files(
     targets: Sequence[dict[str, Path]] | None = None,
     where: str | None = None,
     progress: bool = False,
+    precision: str = "fp32",
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
 
@@ -180,6 +181,7 @@ def predict_files(
     Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
     ``out_dir``: the folder, or the output folder the command claimed (its rules apply).
     ``skip_bad``: an image that cannot be read is left out and listed, not an error.
+    ``precision``: the forward's autocast (``--precision bf16`` / ``fp16``).
     ``images``: the batches, already decoding (:class:`ImageBatches` of the same ``paths``,
     ``batch_size`` and ``skip_bad``); None: made here from ``transform`` and ``num_workers``.
     """
@@ -204,10 +206,10 @@ def predict_files(
             for round_ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
                 batch = images.next()
                 probs = None if batch is None else predict_scores(
-                    model, runtime.on_device(batch["image"]), runtime, post,
+                    model, runtime.on_device(batch["image"]), runtime, post, precision,
                     tta=tta)
                 agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
-                               else [])
+                               else [], precision)
                 files = [] if batch is None else [
                     targets[first + i] if targets is not None
                     else {outputs[0][0]: inside(out_dir, f"{mine[i].stem}.png")}

@@ -1,0 +1,138 @@
+"""The ONNX graph of a trained model, exported once and kept in sodkit's cache folder.
+
+``<cache>/onnx/<key>.onnx`` (:func:`sodkit.cache.cache_dir`; ``$SODKIT_CACHE`` moves it), and
+beside it ``<key>.json`` saying what it is. The key is the sha256 of everything the graph
+depends on: the model file's sha256 and size, the weights asked for (auto, ema, model), the
+network's config, the input side, what the graph outputs (the pipeline's scores), the precision
+and its quantization settings, the opset rule, and the versions of sodkit, torch, onnx and
+onnxruntime. A changed model file (or an upgrade) is a new key: the graph is exported anew,
+never read stale. Hashing the file costs about a second a gigabyte, at every start.
+
+Written whole or not at all (:func:`sodkit.atomic.atomic_target`): two processes exporting the
+same graph at once each write their own temporary file and rename it into place; either result
+is the same graph. The graph is exported with dynamic batch, height and width, so one file
+serves every input side the command may use (a plain ViT's position embedding excepted: it is
+resampled for the side, which is in the key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..atomic import atomic_target, write_atomic
+
+if TYPE_CHECKING:
+    from ..config.schema import ModelCfg
+    from ..trained import TrainedFile
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1  # bump when what this module writes changes
+
+
+@dataclass(frozen=True)
+class GraphRequest:
+    """What a cached graph is made from, besides the model file."""
+
+    weights: str  # --weights: auto, ema or model
+    size: int  # the input side it is exported at
+    coarse: bool  # the graph outputs the pipeline's coarse logits (F3Net's), else the logits
+    precision: str  # fp32 or int8
+    model: ModelCfg | None = None  # the network to build (None: the file's own)
+
+
+def file_sha256(path: Path) -> str:
+    from ..outputs.folder import sha256_file
+
+    return sha256_file(path)
+
+
+def versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+    import torch
+
+    from ..version import __version__
+
+    return {"sodkit": __version__, "torch": torch.__version__, "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__}
+
+
+def graph_key(file: TrainedFile, request: GraphRequest) -> tuple[str, dict[str, Any]]:
+    """``(key, what it is made of)`` for ``request`` on ``file``."""
+    from ..config import to_dict
+    from .quantize import CALIBRATION_IMAGES
+
+    model = request.model or file.config.model
+    made_of = {
+        "format": FORMAT,
+        "file": {"sha256": file_sha256(file.source), "size": file.source.stat().st_size},
+        "weights": request.weights, "model": to_dict(model), "size": request.size,
+        "output": "coarse_logits" if request.coarse else "logits",
+        "precision": request.precision,
+        "quantization": ({"format": "QDQ", "weights": "int8 per channel",
+                          "activations": "uint8", "calibration": CALIBRATION_IMAGES}
+                         if request.precision == "int8" else None),
+        "opset": "sodkit.engine.export.default_opset", "dynamic": ["batch", "height", "width"],
+        "versions": versions(),
+    }
+    text = json.dumps(made_of, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32], made_of
+
+
+def cache_folder() -> Path:
+    """``$SODKIT_ONNX_CACHE`` when set (the tests' own), else ``<cache>/onnx``."""
+    import os
+
+    from ..cache import cache_dir
+
+    given = os.environ.get("SODKIT_ONNX_CACHE")
+    return Path(given).expanduser() if given else cache_dir() / "onnx"
+
+
+def cached_graph(file: TrainedFile, request: GraphRequest,
+                 calibration: Any = None) -> tuple[Path, bool]:
+    """``(path, exported now)``: the graph of ``request``, exported (and quantized: int8,
+    calibrated on ``calibration()``'s batches) when it is not in the cache yet."""
+    key, made_of = graph_key(file, request)
+    folder = cache_folder()
+    path = folder / f"{key}.onnx"
+    if path.is_file():
+        return path, False
+    folder.mkdir(parents=True, exist_ok=True)
+    if request.precision == "int8":
+        fp32, _ = cached_graph(file, replace(request, precision="fp32"))
+        from .quantize import quantize_graph
+
+        start = time.perf_counter()
+        with atomic_target(path) as tmp:
+            quantize_graph(fp32, tmp, calibration())
+        logger.info("quantized to int8 in %.1f s, cached as %s", time.perf_counter() - start,
+                    path)
+    else:
+        _export(file, request, path)
+    write_atomic(folder / f"{key}.json", json.dumps(made_of, indent=1, default=str) + "\n")
+    return path, True
+
+
+def _export(file: TrainedFile, request: GraphRequest, path: Path) -> None:
+    from ..engine.export import default_opset, export_onnx
+    from ..trained import load_trained
+    from .scores import ScoresModel
+
+    start = time.perf_counter()
+    trained = load_trained(file, weights=request.weights, model=request.model,
+                           aux_outputs=False, checkpointing="off")
+    model = ScoresModel(trained.network, request.coarse).eval()
+    opset = default_opset(model)
+    size = (request.size, request.size)
+    with atomic_target(path) as tmp:
+        export_onnx(model, tmp, size, opset, dynamic=True, names=("image", "scores"))
+    logger.info("exported %s to ONNX (opset %d) in %.1f s, cached as %s", file.source.name,
+                opset, time.perf_counter() - start, path)

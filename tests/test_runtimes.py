@@ -1,0 +1,135 @@
+"""``--runtime torch|onnx|auto`` and ``--precision`` (issue 35 items 2-4): the masks of every
+runtime equal PyTorch fp32's, the ONNX graph is exported once and never read stale, and what
+cannot run here is one line before any work."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from sodkit.runners.choice import Choice, choose
+from sodkit.runners.onnx_cache import GraphRequest, cached_graph
+from sodkit.trained import read_trained
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def checkpoint(trained) -> str:
+    return str(trained / "checkpoints" / "last.pt")
+
+
+@pytest.fixture
+def photos(data_root) -> Path:
+    return data_root / "DUTS-TE" / "DUTS-TE-Image"
+
+
+def _masks(folder: Path) -> dict[str, np.ndarray]:
+    return {p.name: cv2.imread(str(p), cv2.IMREAD_UNCHANGED) for p in sorted(folder.glob("*.png"))}
+
+
+def _agreement(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
+    """The share of pixels of ``a``'s masks within 1/255 of ``b``'s."""
+    assert a.keys() == b.keys() and a
+    within = sum(int((np.abs(a[k].astype(int) - b[k].astype(int)) <= 1).sum()) for k in a)
+    return within / sum(m.size for m in a.values())
+
+
+def _predict(run_cli, checkpoint: str, photos: Path, out: Path, *extra: str) -> str:
+    done = run_cli("predict", "--checkpoint", checkpoint, "--out", str(out), str(photos),
+                   *extra)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_onnx_and_auto_masks_equal_pytorch_fp32(checkpoint, photos, tmp_path, run_cli):
+    log = {}
+    for runtime in ("torch", "onnx", "auto"):
+        log[runtime] = _predict(run_cli, checkpoint, photos, tmp_path / runtime,
+                                "--runtime", runtime, "--tta", "hflip")
+    reference = _masks(tmp_path / "torch")
+    assert "PyTorch fp32" in log["torch"] and "onnxruntime fp32" in log["onnx"]
+    assert "onnxruntime fp32 (auto: the CPU)" in log["auto"]
+    for runtime in ("onnx", "auto"):
+        assert _agreement(_masks(tmp_path / runtime), reference) >= 0.999
+
+
+def test_int8_runs_on_onnxruntime_close_to_fp32(checkpoint, photos, tmp_path, run_cli):
+    _predict(run_cli, checkpoint, photos, tmp_path / "fp32", "--runtime", "torch")
+    log = _predict(run_cli, checkpoint, photos, tmp_path / "int8", "--precision", "int8")
+    assert "onnxruntime int8" in log
+    a, b = _masks(tmp_path / "int8"), _masks(tmp_path / "fp32")
+    mean = np.mean([np.abs(a[k].astype(float) - b[k]).mean() for k in a]) / 255
+    assert mean < 0.05, mean  # quantized: close, not equal (docs/inference.md's table)
+
+
+def test_graph_is_cached_and_a_changed_model_file_is_exported_anew(checkpoint, tmp_path,
+                                                                    monkeypatch):
+    monkeypatch.setenv("SODKIT_ONNX_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "model.pt"
+    model.write_bytes(Path(checkpoint).read_bytes())
+    request = GraphRequest("auto", 64, False, "fp32")
+    path, made = cached_graph(read_trained(model), request)
+    assert made and path.is_file() and path.with_suffix(".json").is_file()
+    again, made_again = cached_graph(read_trained(model), request)
+    assert again == path and not made_again
+    state = torch.load(model, weights_only=False)  # the same file, one weight changed
+    name = next(k for k, v in state["model"].items() if v.is_floating_point())
+    state["model"][name] = state["model"][name] + 1.0
+    torch.save(state, model)
+    changed, made_changed = cached_graph(read_trained(model), request)
+    assert made_changed and changed != path and changed.is_file()
+    assert not list((tmp_path / "cache").glob(".sodkit-tmp-*"))  # written whole
+
+
+def test_choices_refused_in_one_line():
+    no_units: set[str] = set()
+    with pytest.raises(Exception, match="no bf16 units"):
+        choose("torch", "bf16", "cpu", flags=no_units)
+    assert choose("auto", "bf16", "cpu", flags={"amx_bf16"}) == Choice(
+        "torch", "bf16", "auto: bf16 runs on PyTorch")
+    with pytest.raises(Exception, match="int8 runs on onnxruntime"):
+        choose("torch", "int8", "cpu")
+    with pytest.raises(Exception, match="fp16 runs on CUDA"):
+        choose("auto", "fp16", "cpu")
+    with pytest.raises(Exception, match="runs on PyTorch"):
+        choose("onnx", "bf16", "cpu", flags={"avx512_bf16"})
+    assert choose("auto", "fp32", "cuda").runtime == "torch"
+
+
+def test_without_onnxruntime_onnx_is_an_install_hint_and_auto_uses_pytorch(
+        checkpoint, photos, tmp_path):
+    fake = tmp_path / "site"
+    (fake / "onnxruntime").mkdir(parents=True)
+    (fake / "onnxruntime" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    env = {**os.environ, "PYTHONPATH": f"{fake}{os.pathsep}{ROOT}"}
+
+    def sodkit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sodkit", "predict", "--checkpoint",
+                               checkpoint, str(photos), *args], env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    refused = sodkit("--out", str(tmp_path / "a"), "--runtime", "onnx")
+    assert refused.returncode != 0 and "pip install" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    auto = sodkit("--out", str(tmp_path / "b"))
+    assert auto.returncode == 0, auto.stderr
+    assert "onnxruntime is not installed" in auto.stderr and list((tmp_path / "b").glob("*.png"))
+
+
+def test_api_runtime_onnx_equals_pytorch(checkpoint, photos):
+    import sodkit
+
+    images = sorted(photos.glob("*"))[:3]
+    torch_maps = sodkit.load(checkpoint, device="cpu", runtime="torch").predict(images)
+    onnx_model = sodkit.load(checkpoint, device="cpu", runtime="onnx")
+    assert onnx_model.runtime == "onnxruntime fp32"
+    for a, b in zip(onnx_model.predict(images), torch_maps, strict=True):
+        assert a.shape == b.shape and np.mean(np.abs(a - b) <= 1 / 255) >= 0.999
