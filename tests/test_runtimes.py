@@ -133,3 +133,23 @@ def test_api_runtime_onnx_equals_pytorch(checkpoint, photos):
     assert onnx_model.runtime == "onnxruntime fp32"
     for a, b in zip(onnx_model.predict(images), torch_maps, strict=True):
         assert a.shape == b.shape and np.mean(np.abs(a - b) <= 1 / 255) >= 0.999
+
+
+def test_sodkit_test_on_onnxruntime_scores_as_pytorch(trained, data_root, tmp_path, run_cli):
+    import json
+
+    from tests.sod_fixtures import tiny_overrides
+
+    results = {}
+    for runtime in ("torch", "onnx"):
+        out = tmp_path / runtime
+        done = run_cli("test", str(ROOT / "configs" / "demo.yaml"),
+                       *tiny_overrides(data_root, tmp_path / "runs", "t"), "--checkpoint",
+                       str(trained / "checkpoints" / "last.pt"), "--out", str(out),
+                       "--runtime", runtime)
+        assert done.returncode == 0, done.stderr
+        assert ("onnxruntime fp32" if runtime == "onnx" else "PyTorch fp32") in done.stderr
+        results[runtime] = json.loads((out / "results.json").read_text())
+    assert results["torch"].keys() == results["onnx"].keys() == {"DUTS-TE"}
+    for key in ("MAE", "Smeasure"):
+        assert abs(results["torch"]["DUTS-TE"][key] - results["onnx"]["DUTS-TE"][key]) < 2e-3
