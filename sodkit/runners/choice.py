@@ -53,14 +53,15 @@ class Choice:
 
 @functools.cache
 def has_onnxruntime() -> bool:
-    """Whether onnxruntime and onnx (the export needs both) import (a broken install is
-    missing too)."""
+    """Whether onnxruntime imports (a broken install is missing too) and onnx, which the
+    export needs, is installed (imported only when a graph is exported)."""
+    import importlib.util
+
     try:
-        import onnx  # noqa: F401
         import onnxruntime  # noqa: F401
     except Exception:  # noqa: BLE001 - ImportError, or a wheel that fails as it loads
         return False
-    return True
+    return importlib.util.find_spec("onnx") is not None
 
 
 def onnx_missing(what: str) -> UserError:

@@ -54,14 +54,14 @@ def file_sha256(path: Path) -> str:
 
 
 def versions() -> dict[str, str]:
-    import onnx
-    import onnxruntime
-    import torch
+    """The installed versions the graph depends on, read from the packages' metadata (a cached
+    graph's run imports neither onnx nor torch's exporter)."""
+    from importlib.metadata import version
 
     from ..version import __version__
 
-    return {"sodkit": __version__, "torch": torch.__version__, "onnx": onnx.__version__,
-            "onnxruntime": onnxruntime.__version__}
+    return {"sodkit": __version__, **{name: version(name) for name in (
+        "torch", "onnx", "onnxruntime")}}
 
 
 def graph_key(file: TrainedFile, request: GraphRequest) -> tuple[str, dict[str, Any]]:
