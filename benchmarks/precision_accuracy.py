@@ -121,7 +121,7 @@ def main() -> None:
     print(text)
     if args.write:
         header = (f"Command: `.venv/bin/python benchmarks/precision_accuracy.py --checkpoint "
-                  f"output/demo/checkpoints/last.pt --images {args.images} --write` "
+                  f"{args.checkpoint} --images {args.images} --write` "
                   f"({platform.machine()}, 2 shared cores with AVX-512-BF16 and AMX, torch "
                   f"{torch.__version__}, onnxruntime {onnxruntime.__version__}, "
                   f"{time.strftime('%Y-%m-%d %H:%M')}, load average {load:.1f} at the start, "
