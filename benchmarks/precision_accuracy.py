@@ -97,8 +97,8 @@ def report(rows: dict, count: int) -> str:
     for label, r in rows.items():
         lines.append(
             f"| {label} | {r['mean']:.3f}/255 | {r['over1'] * 100:.3f}% | "
-            f"{r['over5'] * 100:.3f}% | {r['MAE']:.4f} ({r['MAE'] - base['MAE']:+.4f}) | "
-            f"{r['Smeasure']:.4f} ({r['Smeasure'] - base['Smeasure']:+.4f}) | "
+            f"{r['over5'] * 100:.3f}% | {r['MAE']:.5f} ({r['MAE'] - base['MAE']:+.5f}) | "
+            f"{r['Smeasure']:.5f} ({r['Smeasure'] - base['Smeasure']:+.5f}) | "
             f"{r['seconds'] * 1e3:.1f} ms |")
     return (f"{count} images of the demo test set (DEMO-TE, rendered photographs, 160 px input, "
             f"each mask at its photo's size), the demo model (`make demo`).\n\n"

@@ -139,9 +139,6 @@ class Model:
                             f"the memory), got {batch_size!r}")
         if precision not in PRECISIONS:
             raise UserError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
-        if precision != self.precision and self.runtime.startswith("onnxruntime"):
-            raise UserError(f"precision {precision}: this model runs on {self.runtime}; give "
-                            f"the precision to sodkit.load (runtime='torch' for autocast)")
         if precision != "fp32":
             from .runners.choice import bf16_problem
 
@@ -149,6 +146,9 @@ class Model:
                        None if self.device.type == "cuda" else "it runs on CUDA only")
             if problem:
                 raise UserError(f"precision {precision}: {problem}")
+        if precision != self.precision and self.runtime.startswith("onnxruntime"):
+            raise UserError(f"precision {precision}: this model runs on {self.runtime}; give "
+                            f"the precision to sodkit.load (runtime='torch' for autocast)")
         tta = list(self.config.eval.tta if tta is None else tta)
         if set(tta) - set(TTA):
             raise UserError(f"tta {tta}: known are {list(TTA)}")
