@@ -153,3 +153,19 @@ def test_sodkit_test_on_onnxruntime_scores_as_pytorch(trained, data_root, tmp_pa
     assert results["torch"].keys() == results["onnx"].keys() == {"DUTS-TE"}
     for key in ("MAE", "Smeasure"):
         assert abs(results["torch"]["DUTS-TE"][key] - results["onnx"]["DUTS-TE"][key]) < 2e-3
+
+
+@pytest.mark.parametrize(("command", "policy"), [("predict", "PASSIVE"), ("train", None)])
+def test_inference_commands_make_openmp_threads_sleep_while_they_wait(tmp_path, command,
+                                                                      policy):
+    """Set before torch loads (it reads the variable once): spinning threads made PyTorch's
+    2-thread forward 6-16x slower beside a busy process (docs/inference.md)."""
+    args = (["predict", "--checkpoint", str(tmp_path / "no.pt"), "--out", str(tmp_path / "o"),
+             str(tmp_path / "no.jpg")] if command == "predict"
+            else ["train", str(tmp_path / "no.yaml")])
+    code = (f"import os; from sodkit.cli import main; main({args!r}); "
+            f"print(os.environ.get('OMP_WAIT_POLICY'))")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.stdout.strip().splitlines()[-1] == str(policy), done.stderr
