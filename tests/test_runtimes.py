@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from sodkit.runners.choice import Choice, choose
-from sodkit.runners.onnx_cache import GraphRequest, cached_graph
+from sodkit.runners.onnx_cache import GraphRequest, cached_graph, graph_key
 from sodkit.trained import read_trained
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +87,15 @@ def test_graph_is_cached_and_a_changed_model_file_is_exported_anew(checkpoint, t
     changed, made_changed = cached_graph(read_trained(model), request)
     assert made_changed and changed != path and changed.is_file()
     assert not list((tmp_path / "cache").glob(".sodkit-tmp-*"))  # written whole
+    file = read_trained(model)
+    before = graph_key(file, request)[0]  # its digest now remembered with the file's stat
+    size = model.stat().st_size
+    with open(model, "r+b") as handle:  # one byte rewritten in place: the same size
+        handle.seek(size // 2)
+        byte = handle.read(1)[0]
+        handle.seek(size // 2)
+        handle.write(bytes([byte ^ 1]))
+    assert model.stat().st_size == size and graph_key(file, request)[0] != before
 
 
 def test_choices_refused_in_one_line():
@@ -169,3 +178,17 @@ def test_inference_commands_make_openmp_threads_sleep_while_they_wait(tmp_path, 
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120, cwd=ROOT)
     assert done.stdout.strip().splitlines()[-1] == str(policy), done.stderr
+
+
+def test_served_model_on_onnxruntime_gives_pytorchs_scores(checkpoint, photos):
+    from sodkit.serve.model import load_served
+
+    images = sorted(photos.glob("*.jpg"))[:2]
+    served = {runtime: load_served(checkpoint, False, "cpu", runtime=runtime)
+              for runtime in ("torch", "onnx")}
+    assert served["onnx"].describe()["runtime"] == "onnxruntime fp32"
+    assert served["torch"].describe()["runtime"] == "PyTorch fp32"
+    inputs = [served["torch"].prepare(p.read_bytes(), False).tensor for p in images]
+    for a, b in zip(served["onnx"].forward(inputs), served["torch"].forward(inputs),
+                    strict=True):
+        assert float((a.sigmoid() - b.sigmoid()).abs().max()) < 1e-4
