@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -93,8 +94,13 @@ def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tenso
     """Bytes one image adds to :func:`predict_files`' and :func:`~sodkit.inference.forward.
     predict_arrays`' forward pass at ``size`` (:func:`sodkit.engine.batch_memory.
     forward_memory`; None: unknown)."""
-    from .batch_memory import forward_memory
+    from .batch_memory import RESIDENT_SLACK, _heap_in_use, forward_memory, probe_side
 
+    measure = getattr(model, "memory_per_image", None)  # onnxruntime's session: its arena
+    if measure is not None and runtime.device.type == "cpu":
+        side = probe_side(size)
+        added = measure(side, _heap_in_use())
+        return None if added is None else math.ceil(added * (size / side) ** 2 * RESIDENT_SLACK)
     post = postprocess_of(transform)
 
     def run(batch: torch.Tensor) -> None:

@@ -16,6 +16,7 @@ cores other processes hold, spinning threads burn the time slices the working th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,35 @@ class OnnxNetwork(nn.Module):
         self.session = ort.InferenceSession(str(path), session_options(threads, spinning),
                                             providers=["CPUExecutionProvider"])
 
+    def memory_per_image(self, side: int, counter: Callable[[], int | None] | None = None
+                         ) -> int | None:
+        """Bytes one image at ``side`` x ``side`` adds to this session's memory: the growth of
+        ``counter()`` (the caller's count of the bytes the process's allocations hold: glibc's,
+        which onnxruntime's arena allocates from; default: the resident memory) over the
+        session's first run at that side. The arena grows to the run's peak and keeps it, so
+        the growth is the peak (rounded up to the arena's chunks); PyTorch's probe, which
+        samples the heap after each PyTorch operation, cannot see it. Meant before any other
+        run (a later one reuses the arena); None where nothing can be counted."""
+        count = counter or _resident_bytes
+        before = count()
+        if before is None:
+            return None
+        self.session.run([OUTPUT], {INPUT: np.zeros((1, 3, side, side), np.float32)})
+        after = count()
+        return None if after is None else max(after - before, 0)
+
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         array = np.ascontiguousarray(images.detach().cpu().float().numpy())
         scores = torch.from_numpy(self.session.run([OUTPUT], {INPUT: array})[0])
         return {"logits": scores, "coarse_logits": scores} if self.coarse else {
             "logits": scores}
+
+
+def _resident_bytes() -> int | None:
+    import os
+
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
