@@ -192,3 +192,16 @@ def test_served_model_on_onnxruntime_gives_pytorchs_scores(checkpoint, photos):
     for a, b in zip(served["onnx"].forward(inputs), served["torch"].forward(inputs),
                     strict=True):
         assert float((a.sigmoid() - b.sigmoid()).abs().max()) < 1e-4
+
+
+def test_auto_runs_pytorch_where_the_onnx_cache_cannot_be_written(checkpoint, photos,
+                                                                   tmp_path, run_cli,
+                                                                   monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("SODKIT_ONNX_CACHE", str(blocked / "onnx"))
+    log = _predict(run_cli, checkpoint, photos, tmp_path / "auto")
+    assert "PyTorch fp32 (auto: the ONNX cache cannot be written)" in log
+    refused = run_cli("predict", "--checkpoint", checkpoint, "--out", str(tmp_path / "onnx"),
+                      str(photos), "--runtime", "onnx")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr

@@ -7,7 +7,8 @@ the server keep one path around it.
 
 A cached graph is read without building the PyTorch network at all (the start is then the
 file's hash and the session's). ``auto`` falls back to PyTorch, with a line, where the network
-does not export; a runtime the user named does not: its export error is the answer.
+does not export or the cache folder cannot be written; a runtime the user named does not: its
+one-line error is the answer.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
+from ..errors import UserError, WriteFailed
 from .choice import Choice
 
 if TYPE_CHECKING:
@@ -57,10 +58,15 @@ def load_runner(file: TrainedFile, choice: Choice, *, size: int, threads: int,
         try:
             return _onnx(file, choice, size, threads, weights, coarse, model, transform)
         except UserError as exc:
-            if not choice.why or not str(exc).startswith("export:"):
+            from .onnx_cache import CacheUnwritable
+
+            exported = str(exc).startswith("export:")
+            if not choice.why or not (exported or isinstance(exc, (WriteFailed,
+                                                                   CacheUnwritable))):
                 raise
             logger.info("runtime: PyTorch (%s; auto falls back)", exc)
-            choice = Choice("torch", choice.precision, "auto: the network does not export")
+            choice = Choice("torch", choice.precision, "auto: the network does not export"
+                            if exported else "auto: the ONNX cache cannot be written")
     from ..trained import load_trained
 
     trained = load_trained(file, weights=weights, device=device, size=size, model=model)

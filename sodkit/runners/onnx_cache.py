@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..atomic import atomic_target, write_atomic
+from ..errors import UserError
 
 if TYPE_CHECKING:
     from ..config.schema import ModelCfg
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 FORMAT = 1  # bump when what this module writes changes
+
+
+class CacheUnwritable(UserError):
+    """The cache folder cannot be made: ``auto`` runs PyTorch instead."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,13 @@ def cached_graph(file: TrainedFile, request: GraphRequest,
     path = folder / f"{key}.onnx"
     if path.is_file():
         return path, False
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheUnwritable(
+            f"the ONNX cache {folder} cannot be created ({exc.strerror or exc}): set "
+            f"SODKIT_CACHE (or SODKIT_ONNX_CACHE) to a writable folder, or use --runtime "
+            f"torch") from None
     if request.precision == "int8":
         fp32, _ = cached_graph(file, replace(request, precision="fp32"))
         from .quantize import quantize_graph
