@@ -205,3 +205,20 @@ def test_auto_runs_pytorch_where_the_onnx_cache_cannot_be_written(checkpoint, ph
     refused = run_cli("predict", "--checkpoint", checkpoint, "--out", str(tmp_path / "onnx"),
                       str(photos), "--runtime", "onnx")
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
+
+
+def test_onnxruntime_memory_probe_sees_its_arena(checkpoint):
+    """The batch is chosen from what one image costs; PyTorch's probe (the heap after each
+    PyTorch op) saw nothing of onnxruntime's arena, which made any batch look free."""
+    import sodkit
+    from sodkit.engine.predictor import probe_memory
+    from sodkit.engine.runtime import OnDevice
+    from sodkit.inference.pipelines import build_test_transform
+
+    figures = {}
+    for runtime in ("torch", "onnx"):
+        model = sodkit.load(checkpoint, device="cpu", runtime=runtime, size=256)
+        transform = build_test_transform(model.config.data, size=256)
+        figures[runtime] = probe_memory(model.network, transform,
+                                        OnDevice(torch.device("cpu")), 256)
+    assert figures["onnx"] and figures["torch"] / 4 <= figures["onnx"] <= figures["torch"] * 4
