@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else list(argv))
     if args.command in PASSIVE_THREADS and "torch" not in sys.modules:
         # read once, when torch loads its OpenMP: spinning threads on a machine whose cores
-        # other processes hold made PyTorch's 2-thread forward 6-16x slower than this
-        # (benchmarks/RESULTS.md, "Threads under load"); the user's own setting wins
+        # other processes hold made PyTorch's 2-thread forward 2-16x slower than this; on an
+        # idle machine sleeping costs 7% (MINet-R50) to the second thread's whole gain on a
+        # tiny network (benchmarks/RESULTS.md, "Threads under load"); the user's setting wins
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
