@@ -168,7 +168,7 @@ def test_sodkit_test_on_onnxruntime_scores_as_pytorch(trained, data_root, tmp_pa
 def test_inference_commands_make_openmp_threads_sleep_while_they_wait(tmp_path, command,
                                                                       policy):
     """Set before torch loads (it reads the variable once): spinning threads made PyTorch's
-    2-thread forward 6-16x slower beside a busy process (docs/inference.md)."""
+    2-thread forward 2-16x slower beside a busy process (docs/inference.md)."""
     args = (["predict", "--checkpoint", str(tmp_path / "no.pt"), "--out", str(tmp_path / "o"),
              str(tmp_path / "no.jpg")] if command == "predict"
             else ["train", str(tmp_path / "no.yaml")])
