@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .video.maps import VideoMaps
 
 ImageInput = Union[str, Path, bytes, "PILImage.Image", np.ndarray, "torch.Tensor"]
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = ("fp32", "bf16", "fp16")  # of predict(precision=...): PyTorch's autocast
 
 __all__ = ["ImageInput", "Model", "load"]
 
@@ -55,17 +55,20 @@ class Model:
     device: Any
     size: int
     provenance: dict[str, Any] = field(default_factory=dict)
+    runtime: str = "PyTorch fp32"  # what runs the forward (sodkit.load's runtime, precision)
+    precision: str = "fp32"  # the forward's autocast unless predict() is given another
     _memory: dict[tuple, int | None] = field(default_factory=dict, repr=False)
 
     def predict(self, images: ImageInput | Sequence[ImageInput], *,
                 batch_size: int | None = None, tta: Sequence[str] | None = None,
-                precision: str = "fp32") -> np.ndarray | list[np.ndarray]:
+                precision: str | None = None) -> np.ndarray | list[np.ndarray]:
         """Saliency maps, float32 (H, W) in [0, 1] at each image's own size: one array for one
         image, a list for a list. An image is a path, a file's bytes, a PIL image, an array
         or a tensor (:mod:`sodkit.image_input`). ``batch_size``: images per forward pass
         (default: chosen from the input side and the memory, as ``sodkit predict`` does);
-        ``tta``: ``["hflip"]`` or ``[]`` (default: the config's ``eval.tta``); ``precision``:
-        ``bf16`` or ``fp16`` on CUDA."""
+        ``tta``: ``["hflip"]`` or ``[]`` (default: the config's ``eval.tta``); ``precision``
+        (PyTorch's autocast; default: :func:`load`'s): ``bf16`` on CUDA or a CPU with bf16
+        units, ``fp16`` on CUDA."""
         single, items = _items(images)
         maps = [prob for _, _, _, prob in self._run(items, batch_size, tta, precision)]
         return maps[0] if single else maps
@@ -73,7 +76,7 @@ class Model:
     def cutout(self, images: ImageInput | Sequence[ImageInput], *, mask: Any = None,
                background: Any = None, estimate_foreground: bool = False,
                foreground: str | None = None, batch_size: int | None = None,
-               tta: Sequence[str] | None = None, precision: str = "fp32") -> Any:
+               tta: Sequence[str] | None = None, precision: str | None = None) -> Any:
         """The image with its mask as alpha (RGBA, times the image's own alpha), as ``sodkit
         predict --save cutout``; on a ``background`` an RGB image: a colour (name, ``#RRGGBB``,
         ``"R,G,B"`` or three integers in 0-255), ``"blur"``, or an image (a file, bytes, PIL,
@@ -124,7 +127,7 @@ class Model:
                           precision, out=out, save=save, fps=fps, force=force)
 
     def _run(self, items: list[Any], batch_size: int | None, tta: Sequence[str] | None,
-             precision: str, foreground: str = "none") -> Iterator[tuple]:
+             precision: str | None, foreground: str = "none") -> Iterator[tuple]:
         """``(item, rgb, alpha, probability map)`` of each item, in order: the options checked
         first, then each batch decoded, checked and predicted in turn (at most one batch of
         decoded images in memory, besides the results)."""
@@ -134,6 +137,7 @@ class Model:
         from .inference.forward import predict_arrays
         from .inference.pipelines import build_test_transform
 
+        precision = self.precision if precision is None else precision
         tta = self._check(batch_size, tta, precision)
         single = len(items) == 1
         for i, item in enumerate(items):  # what can be checked without decoding
@@ -163,9 +167,16 @@ class Model:
                             f"the memory), got {batch_size!r}")
         if precision not in PRECISIONS:
             raise UserError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
-        if precision != "fp32" and self.device.type != "cuda":
-            raise UserError(f"precision {precision}: reduced precision runs on CUDA only; this "
-                            f"model is on {self.device}")
+        if precision != "fp32":
+            from .runners.choice import bf16_problem
+
+            problem = (bf16_problem(self.device.type) if precision == "bf16" else
+                       None if self.device.type == "cuda" else "it runs on CUDA only")
+            if problem:
+                raise UserError(f"precision {precision}: {problem}")
+        if precision != self.precision and self.runtime.startswith("onnxruntime"):
+            raise UserError(f"precision {precision}: this model runs on {self.runtime}; give "
+                            f"the precision to sodkit.load (runtime='torch' for autocast)")
         tta = list(self.config.eval.tta if tta is None else tta)
         if set(tta) - set(TTA):
             raise UserError(f"tta {tta}: known are {list(TTA)}")
@@ -238,15 +249,31 @@ def _picture(item: Any, array: np.ndarray) -> Any:
 
 
 def load(path: str | Path, device: str = "auto", weights: str = "auto",
-         size: int | None = None) -> Model:
+         size: int | None = None, runtime: str = "auto", precision: str = "fp32") -> Model:
     """A model file (``.safetensors``, from ``sodkit export --model``), a training checkpoint,
     or a model's name (``sodkit models`` lists them: fetched, verified and converted on first
     use, then read from the cache; an existing file of that name wins), on ``device``
     (``auto``: CUDA when there is one). ``weights`` as ``--weights``: ``auto`` (EMA when the
     checkpoint has it), ``ema`` or ``model``; ``size``: the network's input side (default: the
-    training size, as ``sodkit predict``). Loaded by :func:`sodkit.trained.load_trained`."""
-    from .trained import load_trained
+    training size, as ``sodkit predict``). ``runtime`` and ``precision`` as ``sodkit predict
+    --runtime / --precision`` (:mod:`sodkit.runners.choice`: ``auto`` is onnxruntime on the CPU
+    where it is installed, its graph exported once and cached). Loaded by
+    :func:`sodkit.runners.load.load_runner`."""
+    import torch
 
-    trained = load_trained(path, weights=weights, device=device, size=size, by_name=True)
-    return Model(trained.network, trained.config, trained.source, trained.weights,
-                 trained.device, trained.input_size, trained.provenance)
+    from .inference.pipelines import build_test_transform, postprocess_of
+    from .runners.choice import choose
+    from .runners.load import load_runner
+    from .trained import check_request, device_of, read_trained
+
+    check_request(weights, size)
+    target = device_of(device)
+    chosen = choose(runtime, precision, target.type, "runtime")
+    file = read_trained(path, by_name=True)
+    side = size or file.config.data.size
+    transform = build_test_transform(file.config.data, size=side)
+    loaded = load_runner(file, chosen, size=side, threads=torch.get_num_threads(),
+                         weights=weights, device=target, coarse=postprocess_of(transform).coarse,
+                         transform=transform)
+    return Model(loaded.network, file.config, file.source, loaded.weights, target, side,
+                 file.provenance, loaded.choice.name, loaded.precision)

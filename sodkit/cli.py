@@ -62,8 +62,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return build_command_parser(argv[0]).parse_intermixed_args(argv[1:])
 
 
+# commands whose forward passes wait at every operator for OpenMP's threads: theirs sleep
+# while they wait instead of spinning (docs/inference.md, "Threads")
+PASSIVE_THREADS = ("predict", "test", "serve")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else list(argv))
+    if args.command in PASSIVE_THREADS and "torch" not in sys.modules:
+        # read once, when torch loads its OpenMP: spinning threads on a machine whose cores
+        # other processes hold made PyTorch's 2-thread forward 2-16x slower than this; on an
+        # idle machine sleeping costs 7% (MINet-R50) to the second thread's whole gain on a
+        # tiny network (benchmarks/RESULTS.md, "Threads under load"); the user's setting wins
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     from .engine.logging import keep_libraries_quiet

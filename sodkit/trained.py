@@ -146,13 +146,9 @@ def load_trained(source: str | Path | TrainedFile, *, weights: str = "auto",
     when done (``sodkit predict``), never a long-lived model (a file rewritten in place would
     change its weights under it; sodkit's own writes replace a file, they never rewrite it).
     """
-    from .config.schema import MAX_SIZE, MIN_SIZE
     from .network import build_network
 
-    if weights not in WEIGHTS:
-        raise UserError(f"weights {weights!r}: choose auto, ema or model")
-    if size is not None and not MIN_SIZE <= size <= MAX_SIZE:
-        raise UserError(f"size {size}: must be in [{MIN_SIZE}, {MAX_SIZE}]")
+    check_request(weights, size)
     file = source if isinstance(source, TrainedFile) else read_trained(source, by_name=by_name)
     built = replace(model or file.config.model, pretrained=None)
     if checkpointing is not None:
@@ -165,6 +161,16 @@ def load_trained(source: str | Path | TrainedFile, *, weights: str = "auto",
     if target is not None:
         network = network.to(target)
     return Trained(network.eval(), file, which, target, size, file.provenance)
+
+
+def check_request(weights: str, size: int | None) -> None:
+    """``weights`` and ``size`` as :func:`load_trained` takes them, or one line."""
+    from .config.schema import MAX_SIZE, MIN_SIZE
+
+    if weights not in WEIGHTS:
+        raise UserError(f"weights {weights!r}: choose auto, ema or model")
+    if size is not None and not MIN_SIZE <= size <= MAX_SIZE:
+        raise UserError(f"size {size}: must be in [{MIN_SIZE}, {MAX_SIZE}]")
 
 
 def device_of(name: str | torch.device) -> torch.device:

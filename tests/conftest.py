@@ -71,6 +71,14 @@ def trained(data_root, tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "runs", train) / "t"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _onnx_cache(tmp_path_factory):
+    """The ONNX graphs ``sodkit predict`` exports (``--runtime auto`` on the CPU) go to this
+    session's folder, not the user's cache; processes the tests start inherit it."""
+    os.environ["SODKIT_ONNX_CACHE"] = str(tmp_path_factory.mktemp("onnx-cache"))
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _no_stop_deadline_left_armed():
     """A run stopped by a signal in this process (``main`` called by a test) must not leave its

@@ -21,7 +21,9 @@ from sodkit.inference.render import background_of, color_of, cutout, fitted, par
 
 @pytest.fixture(scope="module")
 def model(trained):
-    return sodkit.load(trained / "checkpoints" / "last.pt", device="cpu")
+    """On PyTorch: these tests count and measure its forward passes (onnxruntime's memory
+    probe and masks: tests/test_runtimes.py)."""
+    return sodkit.load(trained / "checkpoints" / "last.pt", device="cpu", runtime="torch")
 
 
 @pytest.fixture(scope="module")

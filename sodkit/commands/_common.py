@@ -88,3 +88,22 @@ def check_model_files(cfg: Config, init_from: bool = True) -> None:
             raise UserError(f"{key}: {value} is a folder; give the weights file")
         if value and not Path(value).expanduser().is_file():
             raise UserError(f"{key}: file not found: {value}")
+
+
+def add_runtime_arguments(parser: argparse.ArgumentParser, precision: str | None = "fp32"
+                          ) -> None:
+    """``--runtime`` and ``--precision`` (:mod:`sodkit.runners.choice`); ``precision``: the
+    default (None: the config's ``eval.precision``)."""
+    from ..runners.choice import PRECISIONS, RUNTIMES
+
+    parser.add_argument("--runtime", choices=RUNTIMES, default="auto",
+                        help="what runs the network: torch (PyTorch), onnx (onnxruntime on the "
+                             "CPU: the graph is exported once and cached; needs "
+                             "sodkit[export]), auto (default: onnx on the CPU where onnxruntime "
+                             "is installed, else torch)")
+    parser.add_argument("--precision", choices=PRECISIONS, default=precision,
+                        help="fp32 (default" + ("" if precision else ": the config's "
+                                                "eval.precision") + "); bf16: PyTorch "
+                             "autocast on CUDA or a CPU with AVX-512-BF16/AMX; fp16: CUDA; "
+                             "int8: onnxruntime, quantized (docs/inference.md: what each "
+                             "costs in accuracy)")

@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..argtypes import float_in, int_in, user_path
 from ..config.schema import MAX_SIZE, MIN_SIZE
-from ._common import add_model_arguments, add_weights_argument, resolve_model_argument
+from ._common import (
+    add_model_arguments,
+    add_runtime_arguments,
+    add_weights_argument,
+    resolve_model_argument,
+)
 
 if TYPE_CHECKING:
     from ..engine.batch_memory import BatchChoice
@@ -62,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int_in(0),
                         help=f"image decoding processes (default: {DEFAULT_WORKERS}, at most one "
                              f"an image)")
+    parser.add_argument("--threads", type=int_in(1, 256),
+                        help="compute threads of the forward (default: the cores this process "
+                             "may use, OMP_NUM_THREADS when set; docs/inference.md)")
+    add_runtime_arguments(parser)
     parser.add_argument("--skip-bad", action="store_true",
                         help="leave out the images that cannot be read (truncated, corrupt, not "
                              "an image), list them and write the others' masks (default: such "
@@ -183,16 +192,20 @@ def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], tar
     from ..engine.batch_memory import worth_probing
     from ..engine.predictor import ImageBatches, predict_files, probe_memory
     from ..engine.runtime import Runtime
-    from ..inference.pipelines import build_test_transform
+    from ..inference.pipelines import build_test_transform, postprocess_of
     from ..outputs import claim
     from ..resources import cap_workers
-    from ..trained import load_trained, read_trained
+    from ..runners.choice import choose
+    from ..runners.load import load_runner
+    from ..trained import read_trained
     from .predict_videos import predict_clips, refuse_distributed
 
     resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
     stored = read_trained(args.checkpoint)  # the network is built once decoding has started
     cfg = stored.config
-    runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed))
+    runtime = Runtime(RuntimeCfg(device=args.device, precision="fp32", seed=cfg.runtime.seed,
+                                 num_threads=args.threads))
+    chosen = choose(args.runtime, args.precision, runtime.device.type)
     transform = build_test_transform(cfg.data, size=args.size)
     workers = cap_workers(DEFAULT_WORKERS if args.workers is None else args.workers, len(paths),
                           None if args.workers is None else "--workers") if paths else 0
@@ -210,28 +223,40 @@ def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], tar
     early = args.batch_size or (choice.batch if choice else None)
     images = batches(early) if early else None  # decoding meanwhile the network is built
     try:
-        model = load_trained(stored, weights=args.weights, device=runtime.device,
-                             mapped=True).network  # the file's pages: the command ends
+        loaded = load_runner(stored, chosen, size=size, threads=torch_threads(),
+                             weights=args.weights, device=runtime.device, mapped=True,
+                             coarse=postprocess_of(transform).coarse, transform=transform)
+        model = loaded.network  # a PyTorch network on the file's pages: the command ends
         if choice is None:
             choice = _choice(probe_memory(model, transform, runtime, size, tta,
-                                          source=stored.source), size, runtime,
-                             args, outputs, keep, largest, workers, bool(clips))
+                                          loaded.precision, source=stored.source),
+                             size, runtime, args, outputs, keep, largest, workers, bool(clips))
         images = images or batches(choice.batch)
         _opening_line(runtime, cfg, args, (len(paths), clips), choice, workers, targets,
-                      outputs)
+                      outputs, loaded.choice.describe())
         folder = _claim(targets, args.force, claim) if runtime.is_main else None
         runtime.barrier()
         if paths:
             predict_files(model, paths, transform, runtime, folder or targets.folder,
                           batch_size=choice.batch, num_workers=workers, tta=tta,
                           skip_bad=args.skip_bad, images=images, outputs=outputs,
-                          targets=files, where=targets.where(), progress=True)
-        predict_clips(model, clips, transform, runtime, folder, choice.batch, tta, outputs)
+                          targets=files, where=targets.where(), progress=True,
+                          precision=loaded.precision)
+        predict_clips(model, clips, transform, runtime, folder, choice.batch, tta, outputs,
+                      loaded.precision)
     finally:
         if images is not None:
             images.close()
         runtime.close()
     return 0
+
+
+def torch_threads() -> int:
+    """The process's compute threads (the Runtime set them), which onnxruntime's session
+    takes too."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Namespace,
@@ -259,7 +284,7 @@ def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Names
 
 def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace,
                   count: tuple[int, list[Clip]], choice: BatchChoice, workers: int,
-                  targets: Targets, outputs: list) -> None:
+                  targets: Targets, outputs: list, runner: str) -> None:
     """What the command will do, before it does it: the first line of a long run."""
     import torch
 
@@ -273,9 +298,10 @@ def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace,
                                    if runtime.world_size > 1 else "")
     decoding = plural(workers, "decoding worker") if workers else "decoding in this process"
     kinds = and_list([noun_for(count[0] + len(count[1]), NOUNS[kind]) for kind, _ in outputs])
-    logger.info("predicting %s with %s/%s at %d px on %s (%s): %s, %s; %s to %s",
+    logger.info("predicting %s with %s/%s at %d px on %s (%s, %s): %s, %s; %s to %s",
                 describe(*count), cfg.model.name, cfg.model.backbone,
-                args.size or cfg.data.size, where, plural(torch.get_num_threads(), "thread"),
+                args.size or cfg.data.size, where, runner,
+                plural(torch.get_num_threads(), "thread"),
                 choice.describe(), decoding, kinds, targets.where())
 
 

@@ -127,7 +127,7 @@ def refuse_distributed(clips: Sequence[Clip], runtime: Any) -> None:
 
 def predict_clips(model: Any, clips: Sequence[Clip], transform: Any, runtime: Any,
                   folder: OutputFolder, batch: int, tta: Sequence[str],
-                  outputs: Outputs) -> None:
+                  outputs: Outputs, precision: str = "fp32") -> None:
     """Stream each clip through the network into its outputs, a progress bar (frames/s, ETA)
     each; a last line each naming what was written."""
     from ..inference.render import NOUNS
@@ -135,7 +135,8 @@ def predict_clips(model: Any, clips: Sequence[Clip], transform: Any, runtime: An
     from ..video.write import frames_folder
 
     for clip in clips:
-        count = _predict_clip(model, clip, transform, runtime, folder, batch, tta, outputs)
+        count = _predict_clip(model, clip, transform, runtime, folder, batch, tta, outputs,
+                              precision)
         logger.info("wrote %s of %s to %s", and_list(
             [plural(count, NOUNS[kind] + " frame") for kind, _ in outputs]), clip.info.path,
             and_list([str(path) + ("/" if frames_folder(kind, clip.info) else "")
@@ -143,7 +144,7 @@ def predict_clips(model: Any, clips: Sequence[Clip], transform: Any, runtime: An
 
 
 def _predict_clip(model: Any, clip: Clip, transform: Any, runtime: Any, folder: OutputFolder,
-                  batch: int, tta: Sequence[str], outputs: Outputs) -> int:
+                  batch: int, tta: Sequence[str], outputs: Outputs, precision: str) -> int:
     from ..inference.encode import output_arrays
     from ..inference.pipelines import postprocess_of
     from ..progress import Progress
@@ -165,7 +166,7 @@ def _predict_clip(model: Any, clip: Clip, transform: Any, runtime: Any, folder: 
             info.frames or None, f"predicting {info.path.name}", unit="frame", log=logger,
             early=True) as shown, Behind(BEHIND * batch) as behind:
         for frame, scores in predict_stream(model, frames(info), transform, runtime, batch,
-                                            tta):
+                                            tta, precision):
             behind.put(job(frame, scores, sinks))
             done += 1
             if done % batch == 0:  # the rate counts a batch at once, as it is predicted

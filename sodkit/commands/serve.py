@@ -22,7 +22,7 @@ from ..serve.settings import (
     DEFAULT_PORT,
     TOKEN_VARIABLE,
 )
-from ._common import add_model_arguments, add_weights_argument
+from ._common import add_model_arguments, add_runtime_arguments, add_weights_argument
 
 HELP = "serve a model over HTTP: POST /predict, a web page at /, GET /health and /info"
 NEEDS = ("starlette", "uvicorn", "python_multipart")
@@ -45,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="network input side (default: the training size)")
     parser.add_argument("--threads", type=int_in(1, 1024),
                         help="compute threads of the forward pass (default: the cores)")
+    add_runtime_arguments(parser)
     parser.add_argument("--max-batch", type=int_in(1, 256), default=DEFAULT_MAX_BATCH,
                         help=f"most images in one forward pass (default {DEFAULT_MAX_BATCH})")
     parser.add_argument("--max-wait-ms", type=float_in(0.0, 1000.0),
@@ -92,14 +93,14 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads or default_threads())
         by_name = bool(args.model)
         served = load_served(args.model if by_name else args.checkpoint, by_name, args.device,
-                             args.weights, args.size)
+                             args.weights, args.size, args.runtime, args.precision)
         settings = ServeSettings(args.max_batch, args.max_wait_ms, args.queue, token)
         app = create_app(served, settings)
         if not _loopback(args.host) and token is None:
             logger.warning("listening on %s without a token: anyone who reaches this machine "
                            "can use it (set %s)", args.host, TOKEN_VARIABLE)
-        logger.info("serving %s on %s (%s, %d threads, batches of up to %d, queue %d%s)",
-                    served.name, address_of(sock), served.model.device,
+        logger.info("serving %s on %s (%s, %s, %d threads, batches of up to %d, queue %d%s)",
+                    served.name, address_of(sock), served.model.device, served.runner,
                     torch.get_num_threads(), args.max_batch, args.queue,
                     ", token required" if token else "")
         stopped = run_server(app, sock, args.drain_timeout)

@@ -14,12 +14,13 @@ import argparse
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..argtypes import user_path
 from ._common import (
     add_config_arguments,
     add_model_arguments,
+    add_runtime_arguments,
     add_weights_argument,
     load_cli_config,
     resolve_model_argument,
@@ -28,6 +29,8 @@ from ._common import (
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..runners.choice import Choice
+    from ..runners.load import Loaded
 
 HELP = "evaluate a checkpoint on the recipe's test sets and save predictions and results"
 
@@ -43,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier evaluation in that folder")
     add_weights_argument(parser)
+    add_runtime_arguments(parser, precision=None)
 
 
 def output_folder(args: argparse.Namespace, run_dir: Path) -> Path:
@@ -89,6 +93,31 @@ def follow_preprocess(cfg: Config, state: dict, source: str | Path = "the checkp
     return replace(cfg, data=replace(cfg.data, preprocess=stored))
 
 
+def _choice(cfg: Config, runtime: Any, args: argparse.Namespace) -> Choice:
+    """``--runtime`` and ``--precision`` (default: ``eval.precision``), checked before any
+    work; a float64 run (``runtime.precision``) stays on PyTorch."""
+    from ..runners.choice import choose
+
+    name = "torch" if cfg.runtime.precision == "fp64" and args.runtime == "auto" else (
+        args.runtime)
+    return choose(name, args.precision or cfg.eval.precision, runtime.device.type)
+
+
+def _load(stored: Any, cfg: Config, loaders: dict, runtime: Any, args: argparse.Namespace,
+          chosen: Choice) -> Loaded:
+    """The recipe's network on the chosen runtime, its graph exported at the recipe's size
+    (:mod:`sodkit.runners`)."""
+    import torch
+
+    from ..inference.pipelines import postprocess_of
+    from ..runners.load import load_runner
+
+    transform = next(iter(loaders.values())).dataset.transform
+    return load_runner(stored, chosen, size=cfg.data.size, threads=torch.get_num_threads(),
+                       weights=args.weights, device=runtime.device, model=cfg.model,
+                       coarse=postprocess_of(transform).coarse, transform=transform)
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = load_cli_config(args)
     if not cfg.data.test:  # names and paths first, before torch is imported
@@ -110,13 +139,14 @@ def run(args: argparse.Namespace) -> int:
     from ..report.html import write_run_report
     from ..report.run_results import write_eval_outputs
     from ..resources import keep_freed_memory
-    from ..trained import load_trained, read_trained
+    from ..trained import read_trained
 
     keep_freed_memory()
     runtime = Runtime(cfg.runtime)
     folder = None
     try:
         runtime.check_precision(cfg.eval.precision, "eval.precision")
+        chosen = _choice(cfg, runtime, args)
         stored = read_trained(args.checkpoint)
         cfg = follow_preprocess(cfg, stored.state, stored.source)
         if args.model:  # a model by name brings its network; CONFIG gives the test sets
@@ -132,11 +162,12 @@ def run(args: argparse.Namespace) -> int:
             folder.check(eval_output_paths(out, loaders, pred_root))
         runtime.barrier()
         setup_logging(out / "test.log", runtime.is_main)
-        trained = load_trained(stored, weights=args.weights, model=cfg.model)  # the recipe's
-        model = runtime.wrap(trained.network)
-        logger.info("evaluating %s (%s, %s weights) on %s", args.checkpoint,
-                    checkpoint_position({**trained.provenance, **stored.state}),
-                    trained.weights, ", ".join(loaders))
+        loaded = _load(stored, cfg, loaders, runtime, args, chosen)  # the recipe's network
+        model = loaded.network if loaded.is_onnx else runtime.wrap(loaded.network)
+        cfg = replace(cfg, eval=replace(cfg.eval, precision=loaded.precision))
+        logger.info("evaluating %s (%s, %s weights, %s) on %s", args.checkpoint,
+                    checkpoint_position({**stored.provenance, **stored.state}),
+                    loaded.weights, loaded.choice.describe(), ", ".join(loaders))
         result = evaluate(model, loaders, runtime, cfg, pred_root)
         if runtime.is_main:
             write_eval_outputs(result, folder)

@@ -60,14 +60,17 @@ def parity_sizes(size: tuple[int, int], dynamic: bool) -> list[tuple[int, int]]:
     return [size, (h + 40, w + 24), (max(32, h // 2 + 8), w + 72)]
 
 
-def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: int,
-                dynamic: bool, deform: Form | None = None) -> None:
+def export_onnx(model: nn.Module, path: Path, size: tuple[int, int], opset: int,
+                dynamic: bool, deform: Form | None = None, names: tuple[str, str] = (
+                    "image", "saliency")) -> None:
     """Write the ONNX file ``path`` (``sodkit export`` gives a temporary path of its output
     folder, which puts it in place whole, with the user's umask, and records it).
 
     Deformable convolutions are written in ``deform``'s form (default: :func:`deform_form`);
     what the exporter prints (the whole TorchScript graph when it refuses an operator) is kept
-    off the terminal and logged at debug level."""
+    off the terminal and logged at debug level. ``names``: the graph's input and output
+    (``sodkit predict --runtime onnx``'s graph outputs the pipeline's scores, not
+    probabilities: :mod:`sodkit.runners.onnx_cache`)."""
     model.eval()
     fix = getattr(getattr(model.network, "backbone", None), "fix_input_size", None)
     if fix is not None:  # a plain ViT: its position embedding resampled once, for this size
@@ -79,14 +82,15 @@ def export_onnx(model: SaliencyModel, path: Path, size: tuple[int, int], opset: 
                         f"{min_opset(form)} or newer ({what}); asked: {opset}")
     dummy = torch.randn(1, 3, *size)
     axes = {0: "batch", 2: "height", 3: "width"}
+    image, output = names
     with warnings.catch_warnings(), torch.no_grad(), deform_export_form(model, form), \
             quiet_output("torch.onnx.export"):
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
         try:
             torch.onnx.export(
                 model, (dummy,), str(path), dynamo=False, opset_version=opset,
-                input_names=["image"], output_names=["saliency"],
-                dynamic_axes={"image": axes, "saliency": axes} if dynamic else None)
+                input_names=[image], output_names=[output],
+                dynamic_axes={image: axes, output: axes} if dynamic else None)
         except torch.onnx.errors.UnsupportedOperatorError as exc:
             raise UserError(unsupported_message(str(exc), opset)) from exc
         finally:

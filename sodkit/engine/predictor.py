@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -106,8 +107,13 @@ def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tenso
     whose answer on the CPU is remembered for the next run (:mod:`sodkit.engine.probe_cache`).
     """
     from . import probe_cache
-    from .batch_memory import forward_memory, probe_side
+    from .batch_memory import RESIDENT_SLACK, _heap_in_use, forward_memory, probe_side
 
+    measure = getattr(model, "memory_per_image", None)  # onnxruntime's session: its arena
+    if measure is not None and runtime.device.type == "cpu":
+        side = probe_side(size)
+        added = measure(side, _heap_in_use())
+        return None if added is None else math.ceil(added * (size / side) ** 2 * RESIDENT_SLACK)
     post = postprocess_of(transform)
     key = None
     if source is not None and runtime.device.type == "cpu":
@@ -193,6 +199,7 @@ def predict_files(
     targets: Sequence[dict[str, Path]] | None = None,
     where: str | None = None,
     progress: bool = False,
+    precision: str = "fp32",
 ) -> list[Path]:
     """Write ``out_dir/<stem>.png`` for every input; returns this rank's predicted files.
 
@@ -205,6 +212,7 @@ def predict_files(
     Under torchrun each rank predicts its own contiguous shard of ``paths``; rank 0 writes.
     ``out_dir``: the folder, or the output folder the command claimed (its rules apply).
     ``skip_bad``: an image that cannot be read is left out and listed, not an error.
+    ``precision``: the forward's autocast (``--precision bf16`` / ``fp16``).
     ``images``: the batches, already decoding (:class:`ImageBatches` of the same ``paths``,
     ``batch_size`` and ``skip_bad``); None: made here from ``transform`` and ``num_workers``.
     """
@@ -229,10 +237,10 @@ def predict_files(
             for round_ in range(writer.rounds):  # every rank the same rounds (see MaskWriter)
                 batch = images.next()
                 probs = None if batch is None else predict_scores(
-                    model, runtime.on_device(batch["image"]), runtime, post,
+                    model, runtime.on_device(batch["image"]), runtime, post, precision,
                     tta=tta)
                 agree_on_round(runtime, probs, [mine[i].name for i in batch["index"]] if batch
-                               else [])
+                               else [], precision)
                 files = [] if batch is None else [
                     targets[first + i] if targets is not None
                     else {outputs[0][0]: inside(out_dir, f"{mine[i].stem}.png")}

@@ -15,12 +15,12 @@ the engine's (:mod:`sodkit.engine.predictor`, :mod:`sodkit.engine.rounds`), and 
 is the caller's (:mod:`sodkit.imageio`, :mod:`sodkit.image_input`).
 
 This package imports no network, dataset, engine or command: it needs a callable network and
-arrays, so the data loaders can use its transforms and anything above can run it. Shaped for
-what comes next, not built yet:
+arrays, so the data loaders can use its transforms and anything above can run it. Runtimes
+(issue 35): ``onnx_network.py`` is an onnxruntime session in a network's shape, so
+:func:`forward.predict_scores` runs it as it runs PyTorch's network; which one runs, and at
+which precision, is chosen where the model is loaded (:mod:`sodkit.runners`). Shaped for what
+comes next, not built yet:
 
-- other runtimes (onnxruntime, bf16, int8): a runner is what :func:`forward.predict_scores` is
-  today, the forward of a batch of normalised images -> scores; another runner takes its place
-  where the model is loaded, and the transforms, resize back and encoding stay as they are;
 - a server batching several requests: decoded images -> the transform -> one stacked forward
   -> each image's scores -> :func:`encode.encode_outputs` (:mod:`sodkit.serve.model` does so);
 - video: frames are arrays, as :func:`forward.predict_arrays` takes them, streamed in batches.

@@ -2,11 +2,11 @@
 output side takes, with test-time augmentation (``eval.tta``); and arrays in, maps out.
 
 :func:`predict_scores` is the one place a network runs at inference (the trainer's evaluation,
-``sodkit predict`` and ``test``, the server, the API): another runtime (onnxruntime, reduced
-precision, int8: issue #35) is another function with its signature, chosen where the network
-is loaded, and everything around it (the transforms, the resize back, the encoding, the ranks'
-rounds) stays as it is. The runtime it is given is anything with a ``device`` and an
-``autocast(precision)`` (:class:`ForwardRuntime`): the engine's
+``sodkit predict`` and ``test``, the server, the API): onnxruntime runs here too, as a network
+(:class:`~sodkit.inference.onnx_network.OnnxNetwork`, chosen where the model is loaded:
+:mod:`sodkit.runners`), and everything around it (the transforms, the resize back, the
+encoding, the ranks' rounds) stays as it is. The runtime it is given is anything with a
+``device`` and an ``autocast(precision)`` (:class:`ForwardRuntime`): the engine's
 :class:`~sodkit.engine.runtime.Runtime`, or :class:`~sodkit.engine.runtime.OnDevice` outside a
 training job.
 """

@@ -155,7 +155,7 @@ def _info(served: ServedModel, settings: ServeSettings) -> Any:
 
     from .runtime import runtime_info
 
-    body = {"model": served.describe(), "runtime": runtime_info(served.model.device),
+    body = {"model": served.describe(), "runtime": runtime_info(served.model.device, served.runner),
             "server": settings.as_dict()}
 
     async def info(request: Any) -> Any:

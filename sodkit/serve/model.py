@@ -91,8 +91,8 @@ class Prepared:
 class ServedModel:
     """A loaded model (:class:`sodkit.trained.Trained`) with the steps above."""
 
-    def __init__(self, model: Trained, name: str, catalogue: dict[str, Any] | None = None
-                 ) -> None:
+    def __init__(self, model: Trained, name: str, catalogue: dict[str, Any] | None = None,
+                 runner: str = "PyTorch fp32", precision: str = "fp32") -> None:
         from ..engine.runtime import OnDevice
         from ..inference.pipelines import build_test_transform, postprocess_of
 
@@ -101,6 +101,7 @@ class ServedModel:
         self.post = postprocess_of(self.transform)
         self.tta = list(model.config.eval.tta)  # as sodkit predict without --tta
         self.runtime = OnDevice(model.device)
+        self.runner, self.precision = runner, precision  # what runs the forward, its autocast
 
     def prepare(self, data: bytes, keep_image: bool) -> Prepared:
         image, alpha = decode(data)
@@ -117,7 +118,7 @@ class ServedModel:
         with torch.inference_mode():
             batch = torch.stack(list(inputs)).to(self.model.device)
             scores = predict_scores(self.model.network, batch, self.runtime, self.post,
-                                    tta=self.tta)
+                                    self.precision, tta=self.tta)
         return [scores[i : i + 1].clone() for i in range(len(inputs))]
 
     def encode(self, prepared: Prepared, scores: torch.Tensor, outputs: Outputs
@@ -138,7 +139,7 @@ class ServedModel:
                 "network": model.config.model.name, "backbone": model.config.model.backbone,
                 "input_size": model.input_size, "preprocess": getattr(self.transform, "preprocess",
                                                                 "sodkit"),
-                "tta": self.tta, "provenance": model.provenance,
+                "tta": self.tta, "runtime": self.runner, "provenance": model.provenance,
                 "licence": self.catalogue.get("licence"),
                 "catalogue": self.catalogue or None}
 
@@ -171,7 +172,8 @@ CATALOGUE_KEYS = ("title", "task", "licence", "commercial", "licence_note", "pag
 
 
 def load_served(source: str, by_name: bool, device: str = "auto", weights: str = "auto",
-                size: int | None = None) -> ServedModel:
+                size: int | None = None, runtime: str = "auto", precision: str = "fp32"
+                ) -> ServedModel:
     """A model by path or (``by_name``) by its name in the catalogue (fetched and cached
     first), loaded by :func:`sodkit.trained.load_trained`; what the catalogue says of it (the
     licence) comes along where it is known: the name given, or the one a fetched model file
@@ -180,12 +182,11 @@ def load_served(source: str, by_name: bool, device: str = "auto", weights: str =
 
     from ..published.catalogue import get_entry
     from ..published.fetch import fetch_model
-    from ..trained import load_trained
 
     path = fetch_model(source) if by_name else Path(source)
     if not by_name and not path.is_file():
         raise UserError(f"checkpoint not found: {source}")
-    model = load_trained(path, weights=weights, device=device, size=size)
+    model, runner = _load(path, weights, device, size, runtime, precision)
     name = source if by_name else model.provenance.get("model")
     catalogue = None
     if isinstance(name, str):
@@ -194,4 +195,28 @@ def load_served(source: str, by_name: bool, device: str = "auto", weights: str =
             catalogue = {key: entry[key] for key in CATALOGUE_KEYS if entry.get(key) is not None}
         except UserError:  # a model file naming a model this catalogue does not know
             catalogue = None
-    return ServedModel(model, source if by_name else path.name, catalogue)
+    return ServedModel(model, source if by_name else path.name, catalogue, runner.choice.name,
+                       runner.precision)
+
+
+def _load(path: Any, weights: str, device: str, size: int | None, runtime: str,
+          precision: str) -> tuple[Trained, Any]:
+    """The model on ``runtime`` at ``precision`` (:mod:`sodkit.runners`), as a
+    :class:`~sodkit.trained.Trained` (an onnxruntime session in its network's place)."""
+    import torch
+
+    from ..inference.pipelines import build_test_transform, postprocess_of
+    from ..runners.choice import choose
+    from ..runners.load import load_runner
+    from ..trained import Trained, check_request, device_of, read_trained
+
+    check_request(weights, size)
+    target = device_of(device)
+    chosen = choose(runtime, precision, target.type)
+    file = read_trained(path)
+    side = size or file.config.data.size
+    transform = build_test_transform(file.config.data, size=side)
+    runner = load_runner(file, chosen, size=side, threads=torch.get_num_threads(),
+                         weights=weights, device=target, coarse=postprocess_of(transform).coarse,
+                         transform=transform)
+    return Trained(runner.network, file, runner.weights, target, size, file.provenance), runner
