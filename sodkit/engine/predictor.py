@@ -110,14 +110,11 @@ def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tenso
     from .batch_memory import RESIDENT_SLACK, _heap_in_use, forward_memory, probe_side
 
     measure = getattr(model, "memory_per_image", None)  # onnxruntime's session: its arena
-    if measure is not None and runtime.device.type == "cpu":
-        side = probe_side(size)
-        added = measure(side, _heap_in_use())
-        return None if added is None else math.ceil(added * (size / side) ** 2 * RESIDENT_SLACK)
-    post = postprocess_of(transform)
+    onnx = measure is not None and runtime.device.type == "cpu"
     key = None
     if source is not None and runtime.device.type == "cpu":
-        key = probe_cache.probe_key(Path(source), size, "cpu", tuple(tta), precision)
+        key = probe_cache.probe_key(Path(source), size, "cpu-onnx" if onnx else "cpu",
+                                    tuple(tta), precision)
         known = probe_cache.recall(key)
         if known is not None:
             return known
@@ -125,12 +122,19 @@ def probe_memory(model: nn.Module, transform: Callable[[np.ndarray], torch.Tenso
             logger.info("measuring one image's memory at %d px to choose the batch (two "
                         "forward passes at %d px, once for this model file)", size,
                         probe_side(size))
+    if onnx:
+        side = probe_side(size)
+        added = measure(side, _heap_in_use())
+        per_image = (None if added is None
+                     else math.ceil(added * (size / side) ** 2 * RESIDENT_SLACK))
+    else:
+        post = postprocess_of(transform)
 
-    def run(batch: torch.Tensor) -> None:
-        with eval_mode(model):
-            predict_scores(model, batch, runtime, post, precision, tta=tta)
+        def run(batch: torch.Tensor) -> None:
+            with eval_mode(model):
+                predict_scores(model, batch, runtime, post, precision, tta=tta)
 
-    per_image = forward_memory(run, size, runtime.device)
+        per_image = forward_memory(run, size, runtime.device)
     probe_cache.remember(key, per_image)
     return per_image
 
