@@ -60,3 +60,27 @@ def free_port(low: int | None = None, high: int | None = None) -> int:
                 continue
             return s.getsockname()[1]
     raise RuntimeError("no free port")
+
+
+def write_photos(folder: Path, count: int = 2) -> Path:
+    """``count`` random 48x40 colour PNGs ``im0.png``, ... in a new ``folder``."""
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        cv2.imwrite(str(folder / f"im{i}.png"), rng.integers(0, 255, (40, 48, 3), np.uint8))
+    return folder
+
+
+def write_tiny_checkpoint(path: Path) -> Path:
+    """A checkpoint of an untrained FPN on timm's ``test_resnet`` (32 px, 8 decoder channels):
+    the cheapest file every command loads."""
+    import torch
+
+    from sodkit.config import Config, DataCfg, ModelCfg, to_dict
+    from sodkit.network import build_network
+
+    torch.manual_seed(0)
+    cfg = Config(data=DataCfg(size=32), model=ModelCfg(backbone="test_resnet",
+                                                       decoder_channels=8))
+    torch.save({"model": build_network(cfg.model).state_dict(), "config": to_dict(cfg)}, path)
+    return path

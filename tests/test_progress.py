@@ -17,12 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from sodkit.config import Config, DataCfg, ModelCfg, to_dict
 from sodkit.errors import UserError
-from sodkit.network import build_network
 from sodkit.progress import Progress, format_rate, interval_s
 from tests.conftest import ROOT
-from tests.sod_fixtures import tiny_overrides
+from tests.sod_fixtures import tiny_overrides, write_tiny_checkpoint
 from tests.test_import_weights import hollow, save_legacy
 
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -98,12 +96,7 @@ def test_a_bad_interval_is_one_line(monkeypatch, run_cli):
 
 @pytest.fixture
 def tiny_checkpoint(tmp_path):
-    torch.manual_seed(0)
-    cfg = Config(data=DataCfg(size=32), model=ModelCfg(backbone="test_resnet",
-                                                       decoder_channels=8))
-    path = tmp_path / "tiny.pt"
-    torch.save({"model": build_network(cfg.model).state_dict(), "config": to_dict(cfg)}, path)
-    return path
+    return write_tiny_checkpoint(tmp_path / "tiny.pt")
 
 
 def progress_lines(stderr: str, desc: str) -> list[str]:

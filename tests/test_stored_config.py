@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -21,6 +19,7 @@ from sodkit.errors import UserError
 from sodkit.model_file import model_file_bytes, read_model_file
 from sodkit.network import build_network
 from tests.conftest import ROOT
+from tests.sod_fixtures import write_photos
 
 DEMO = ROOT / "configs" / "demo.yaml"
 SECRET = "secret_private_tensor_name"
@@ -55,12 +54,7 @@ def private_checkpoint(path: Path) -> Path:
 
 @pytest.fixture
 def images(tmp_path) -> Path:
-    folder = tmp_path / "images"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(2):
-        cv2.imwrite(str(folder / f"im{i}.png"), rng.integers(0, 255, (40, 48, 3), np.uint8))
-    return folder
+    return write_photos(tmp_path / "images")
 
 
 def hostile_config(private: Path) -> dict:

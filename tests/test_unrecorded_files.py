@@ -8,17 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
-import torch
 
-from sodkit.config import Config, DataCfg, ModelCfg, to_dict
 from sodkit.errors import WriteFailed
-from sodkit.network import build_network
 from sodkit.outputs import MARKER, RECORD, OutputFolder, claim
 from tests.conftest import ROOT
-from tests.sod_fixtures import tiny_overrides
+from tests.sod_fixtures import tiny_overrides, write_photos, write_tiny_checkpoint
 
 DEMO = ROOT / "configs" / "demo.yaml"
 
@@ -48,22 +43,12 @@ def old_folder(path: Path, kind: str, files: dict[str, bytes]) -> Path:
 
 @pytest.fixture
 def checkpoint(tmp_path) -> Path:
-    torch.manual_seed(0)
-    cfg = Config(data=DataCfg(size=32), model=ModelCfg(backbone="test_resnet",
-                                                       decoder_channels=8))
-    path = tmp_path / "tiny.pt"
-    torch.save({"model": build_network(cfg.model).state_dict(), "config": to_dict(cfg)}, path)
-    return path
+    return write_tiny_checkpoint(tmp_path / "tiny.pt")
 
 
 @pytest.fixture
 def images(tmp_path) -> Path:
-    folder = tmp_path / "images"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(2):
-        cv2.imwrite(str(folder / f"im{i}.png"), rng.integers(0, 255, (40, 48, 3), np.uint8))
-    return folder
+    return write_photos(tmp_path / "images")
 
 
 # ------------------------------------------------------------------ import-weights --out
