@@ -44,23 +44,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_models import MODELS  # noqa: E402
 from metrics_speed import write_block  # noqa: E402
 
 from sodkit.config import load_config  # noqa: E402
-from sodkit.data import build_test_transform  # noqa: E402
 from sodkit.data.render import render_sample  # noqa: E402
 from sodkit.engine.export import SaliencyModel, export_onnx  # noqa: E402
+from sodkit.inference.pipelines import build_test_transform  # noqa: E402
 from sodkit.network import build_network  # noqa: E402
-
-SWIN_T = "swin_tiny_patch4_window7_224"
-MODELS = {  # name: (recipe, overrides, what the table calls it)
-    "demo-fpn": ("configs/demo.yaml", [], "demo FPN (ResNet-18, 160 px)"),
-    "minet-r50": ("configs/duts_minet_r50.yaml", ["model.pretrained=null"],
-                  "MINet-R50 (320 px)"),
-    "birefnet-swint": ("configs/general_birefnet_swinl.yaml",
-                       [f"model.backbone={SWIN_T}", "model.pretrained=null"],
-                       "BiRefNet Swin-T (1024 px)"),
-}
 
 
 def photos(transform, count: int, seed: int = 0) -> list[np.ndarray]:

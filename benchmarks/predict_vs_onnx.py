@@ -37,15 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SWIN_T = "swin_tiny_patch4_window7_224"
-MODELS = {  # name: (recipe, overrides, what the table calls it)
-    "demo-fpn": ("configs/demo.yaml", [], "demo FPN (ResNet-18, 160 px)"),
-    "minet-r50": ("configs/duts_minet_r50.yaml", ["model.pretrained=null"],
-                  "MINet-R50 (320 px)"),
-    "birefnet-swint": ("configs/general_birefnet_swinl.yaml",
-                       [f"model.backbone={SWIN_T}", "model.pretrained=null"],
-                       "BiRefNet Swin-T (1024 px)"),
-}
+from bench_models import MODELS  # noqa: E402
+
 SIDES = ("sodkit predict", "bare onnxruntime loop")
 
 

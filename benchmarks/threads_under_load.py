@@ -33,11 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-MODELS = {  # name: (recipe, overrides, what the table calls it)
-    "demo-fpn": ("configs/demo.yaml", [], "demo FPN (ResNet-18, 160 px)"),
-    "minet-r50": ("configs/duts_minet_r50.yaml", ["model.pretrained=null"],
-                  "MINet-R50 (320 px)"),
-}
+from bench_models import MODELS  # noqa: E402
+
 VARIANTS = {  # name: (runtime, threads, environment, allow spinning)
     "PyTorch, 1 thread": ("torch", 1, {}, None),
     "PyTorch, 2 threads": ("torch", 2, {}, None),
