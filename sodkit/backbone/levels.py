@@ -10,6 +10,7 @@ lacks a required stride is refused with one line that says what it gives.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,15 +44,35 @@ STRIDES_2_TO_32 = StrideNeed(required=(4, 8, 16, 32), optional=(2,))
 def family_levels(name: str, kwargs: dict[str, Any]) -> list[tuple[int, int]]:
     """``(stride, channels)`` of each level timm's ``feature_info`` lists for ``name``, in index
     order, read from a model built on the meta device. Empty when it cannot be read (the real
-    build then reports the problem)."""
+    build then reports the problem).
+
+    Remembered for the process by name and arguments: a meta build still constructs every
+    module (a Swin-T's takes about as long as a forward at 64 px), and a process that builds
+    the same network again (a benchmark's variants, an export after a load, a test session)
+    would pay it each time."""
     args = {k: v for k, v in kwargs.items() if k not in ("out_indices", "features_only")}
+    try:
+        key = json.dumps([name, args], sort_keys=True)
+    except (TypeError, ValueError):  # an argument JSON cannot say: not remembered
+        return list(_probe(name, args))
+    if key not in _PROBED:
+        if len(_PROBED) >= 64:
+            _PROBED.clear()
+        _PROBED[key] = _probe(name, args)
+    return list(_PROBED[key])
+
+
+_PROBED: dict[str, tuple[tuple[int, int], ...]] = {}  # family_levels' answers, by arguments
+
+
+def _probe(name: str, args: dict[str, Any]) -> tuple[tuple[int, int], ...]:
     try:
         with torch.device("meta"):
             model = timm.create_model(name, pretrained=False, **args)
         info = getattr(model, "feature_info", None) or []
-        return [(int(d["reduction"]), int(d["num_chs"])) for d in info]
+        return tuple((int(d["reduction"]), int(d["num_chs"])) for d in info)
     except Exception:  # noqa: BLE001 - any probe failure: let the real build say what is wrong
-        return []
+        return ()
 
 
 def pick_indices(name: str, levels: list[tuple[int, int]], need: StrideNeed) -> list[int]:
