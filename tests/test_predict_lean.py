@@ -69,7 +69,7 @@ def test_a_cached_graph_predicts_without_torch(trained, data_root, tmp_path, own
     first = run_cli("predict", "--checkpoint", checkpoint, str(photos), "--out",
                     str(tmp_path / "full"), "--runtime", "onnx")
     assert first.returncode == 0 and FULL in first.stderr, first.stderr
-    assert (own_cache / FILE).is_file()
+    assert (own_cache / FILE).is_file() and len(list(own_cache.glob("*.optimised.onnx"))) == 1
     env = {**os.environ, "PYTHONPATH": f"{_blocked(tmp_path / 'blocked')}{os.pathsep}{ROOT}"}
     lean = subprocess.run([sys.executable, "-m", "sodkit", "predict", "--checkpoint",
                            checkpoint, str(photos), "--out", str(tmp_path / "lean"),
@@ -87,7 +87,7 @@ def test_a_cached_graph_predicts_without_torch(trained, data_root, tmp_path, own
 
 def test_what_the_index_cannot_answer_takes_the_full_path(tmp_path, own_cache, run_cli):
     """A model file rewritten with other weights is not run from its old entry; a garbled
-    index is no index; --device cuda without a GPU is refused as before; a video goes the
+    index is no index, a damaged optimised graph no copy; --device cuda without a GPU is refused as before; a video goes the
     full path."""
     model, photos = write_tiny_checkpoint(tmp_path / "tiny.pt"), write_photos(tmp_path / "in", 2)
     base = ("predict", "--checkpoint", str(model), str(photos))
@@ -107,6 +107,11 @@ def test_what_the_index_cannot_answer_takes_the_full_path(tmp_path, own_cache, r
     assert garbled.returncode == 0 and FULL in garbled.stderr, garbled.stderr
     _assert_same(_masks(tmp_path / "d"), _masks(tmp_path / "c"))
     assert LEAN in run_cli(*base, "--out", str(tmp_path / "e")).stderr  # indexed anew
+    for copy in own_cache.glob("*.optimised.onnx"):  # a damaged optimised graph: opened around
+        copy.write_bytes(b"not a graph")
+    damaged = run_cli(*base, "--out", str(tmp_path / "e2"))
+    assert damaged.returncode == 0 and LEAN in damaged.stderr
+    _assert_same(_masks(tmp_path / "e2"), _masks(tmp_path / "c"))
     if not torch.cuda.is_available():
         cuda = run_cli(*base, "--out", str(tmp_path / "f"), "--device", "cuda")
         assert cuda.returncode == 2 and "cuda" in cuda.stderr.lower()

@@ -195,11 +195,12 @@ def predict_lean(plan: LeanPlan, args: argparse.Namespace, paths: list[Path],
     """Predict ``paths`` into ``files`` (the checks are done) on the cached graph."""
     from ..inference.numpy_pipelines import NumpyPipeline
     from ..inference.onnx_session import open_session
+    from ..runners.onnx_cache import optimised_path
     from .predict_videos import describe
 
     entry = plan.entry
     post = NumpyPipeline(entry.pipeline, entry.size, entry.mean, entry.std)
-    session = open_session(entry.graph, plan.threads)
+    session = open_session(entry.graph, plan.threads, optimised=optimised_path(entry.graph))
     decoding = (f"{plan.workers} decoding thread{'s' if plan.workers != 1 else ''}"
                 if plan.workers else "decoding in this process")
     say_opening(describe(len(paths), []), f"{entry.name}/{entry.backbone}", entry.size,

@@ -29,15 +29,17 @@ INPUT, OUTPUT = "image", "scores"
 
 class OnnxNetwork(nn.Module):
     """A network whose forward is an onnxruntime session's run (no parameters, no gradient);
-    ``coarse``: the graph's output is the pipeline's coarse logits (F3Net's)."""
+    ``coarse``: the graph's output is the pipeline's coarse logits (F3Net's); ``optimised``:
+    where the session keeps its optimised graph (:func:`~sodkit.inference.onnx_session.
+    open_session`)."""
 
     def __init__(self, path: Path, threads: int, coarse: bool = False,
-                 spinning: bool = False) -> None:
+                 spinning: bool = False, optimised: Path | None = None) -> None:
         super().__init__()
         self.path = Path(path)
         self.threads = threads
         self.coarse = coarse
-        self.session = open_session(path, threads, spinning)
+        self.session = open_session(path, threads, spinning, optimised)
 
     def memory_per_image(self, side: int, counter: Callable[[], int | None] | None = None
                          ) -> int | None:

@@ -199,3 +199,14 @@ def index_graph(file: TrainedFile, request: GraphRequest, path: Path, pipeline: 
              "std": list(cfg.data.std), "tta": list(cfg.eval.tta), "name": cfg.model.name,
              "backbone": cfg.model.backbone, "coarse": request.coarse}
     graph_index.remember(cache_folder(), key, request.size, path, about)
+
+
+def optimised_path(graph: Path) -> Path:
+    """Where the session keeps ``graph``'s optimised copy (:func:`sodkit.inference.
+    onnx_session.open_session`): beside it, named for this CPU's features and onnxruntime's
+    version, which its kernels depend on."""
+    from .choice import cpu_flags
+
+    machine = json.dumps([versions()["onnxruntime"], sorted(cpu_flags())])
+    tag = hashlib.sha256(machine.encode()).hexdigest()[:12]
+    return graph.with_name(f"{graph.stem}.{tag}.optimised.onnx")
