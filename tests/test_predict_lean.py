@@ -87,8 +87,8 @@ def test_a_cached_graph_predicts_without_torch(trained, data_root, tmp_path, own
 
 def test_what_the_index_cannot_answer_takes_the_full_path(tmp_path, own_cache, run_cli):
     """A model file rewritten with other weights is not run from its old entry; a garbled
-    index is no index, a damaged optimised graph no copy; --device cuda without a GPU is refused as before; a video goes the
-    full path."""
+    index is no index, a damaged optimised graph no copy; --device cuda without a GPU is
+    refused as before; a video goes the full path."""
     model, photos = write_tiny_checkpoint(tmp_path / "tiny.pt"), write_photos(tmp_path / "in", 2)
     base = ("predict", "--checkpoint", str(model), str(photos))
     assert FULL in run_cli(*base, "--out", str(tmp_path / "a")).stderr  # indexes it
