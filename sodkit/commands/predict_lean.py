@@ -106,14 +106,15 @@ def _plan(args: argparse.Namespace, paths: list[Path], outputs: list,
     from ..runners.choice import choose
     from ..runners.onnx_cache import cache_folder, file_sha256, versions
 
-    choice = choose(args.runtime, args.precision, "cpu")
     source = _model_file(args)
-    if choice.runtime != "onnx" or source is None:
+    if source is None or args.precision not in ("fp32", "int8"):
         return None
-    key = graph_index.index_key(file_sha256(source), args.weights, choice.precision,
-                                versions())
+    key = graph_index.index_key(file_sha256(source), args.weights, args.precision, versions())
     entry = graph_index.lookup(cache_folder(), key, args.size)
-    if entry is None:
+    if entry is None:  # said before onnxruntime is imported: the full path's start as before
+        return None
+    choice = choose(args.runtime, args.precision, "cpu")
+    if choice.runtime != "onnx" or choice.precision != args.precision:
         return None
     tta = entry.tta if args.tta is None else tuple(args.tta)
     workers = decode_workers(args, len(paths))
