@@ -22,6 +22,7 @@ imports only.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from pathlib import Path
 
 from .errors import DataError, UserError
 from .paths import check_not_input, inside, name_problem
+
+logger = logging.getLogger(__name__)
 
 SHOWN = 5  # bad names listed one by one; the rest are counted
 _HEAD = 64 << 10  # bytes read first for a header
@@ -181,3 +184,38 @@ def input_sizes(paths: Sequence[Path], skip_bad: bool) -> dict[Path, tuple[int, 
                 raise DataError(f"{exc} (or give --skip-bad to write the other images' "
                                 f"outputs and list the images that cannot be read)") from None
     return sizes
+
+
+def collect_inputs(inputs: Sequence[str | Path]) -> list[Path]:
+    """Image and video files named directly, and images found in named folders (not
+    recursive; a folder's videos are said and left out), stems unique."""
+    from .imageio import IMAGE_EXTENSIONS
+    from .text import noun_for, plural
+    from .video import is_video
+
+    files: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            found = sorted(p for p in item.iterdir()
+                           if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+            videos = sum(1 for p in item.iterdir() if p.is_file() and is_video(p))
+            if not found:
+                raise UserError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in folder {item}"
+                                + (f"; the {plural(videos, 'video')} there "
+                                   f"{noun_for(videos, 'is')} predicted only when named "
+                                   f"(sodkit predict {item / 'NAME.mp4'})" if videos else ""))
+            if videos:
+                logger.info("%s: %s left out (a folder gives its images; name a video to "
+                            "predict it)", item, plural(videos, "video"))
+            files.extend(found)
+        elif item.is_file():
+            files.append(item)
+        else:
+            raise UserError(f"input not found: {item}")
+    by_stem: dict[str, Path] = {}
+    for path in files:
+        if path.stem in by_stem and by_stem[path.stem] != path:
+            raise UserError(f"two inputs would write {path.stem}.png: {by_stem[path.stem]} and "
+                            f"{path}; predict them into different --out folders")
+        by_stem[path.stem] = path
+    return list(by_stem.values())

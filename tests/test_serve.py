@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from sodkit.cli import main
+from sodkit.commands.predict_lean import OFF_ENV
 from sodkit.inference.render import MODES
 from tests import hostile_files, processes
 from tests.browser import Browser, find_chromium
@@ -50,9 +51,12 @@ def predicted(checkpoint, photos, tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("predicted")
     runs = {kind: ["--save", kind] for kind in MODES}
     runs[f"cutout-{BACKGROUND}"] = ["--save", "cutout", "--background", BACKGROUND]
-    for name, options in runs.items():
-        assert main(["predict", *map(str, photos), "--checkpoint", str(checkpoint), "--out",
-                     str(root / name), "--batch-size", "1", "--workers", "0", *options]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(OFF_ENV, "0")  # the full path, the server's (without torch: 1/255)
+        for name, options in runs.items():
+            assert main(["predict", *map(str, photos), "--checkpoint", str(checkpoint),
+                         "--out", str(root / name), "--batch-size", "1", "--workers", "0",
+                         *options]) == 0
     return {name: root / name for name in runs}
 
 
@@ -104,9 +108,11 @@ def test_responses_are_predicts_files_byte_for_byte(server, photos, predicted):
             (predicted[kind] / f"{stem}.png").read_bytes()
 
 
-def test_a_transparent_photos_cutout_is_predicts(server, checkpoint, photos, tmp_path):
+def test_a_transparent_photos_cutout_is_predicts(server, checkpoint, photos, tmp_path,
+                                                  monkeypatch):
     """An upload's alpha is read as predict reads a file's: its cut-out keeps what was
     transparent, byte for byte predict's (the server once dropped the alpha)."""
+    monkeypatch.setenv(OFF_ENV, "0")  # predict's full path, the server's
     rgb = cv2.imread(str(photos[0]))
     alpha = np.full(rgb.shape[:2], 255, np.uint8)
     alpha[:, : rgb.shape[1] // 2] = 0

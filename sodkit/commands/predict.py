@@ -28,6 +28,7 @@ from ._common import (
     add_weights_argument,
     resolve_model_argument,
 )
+from .predict_lean import DEFAULT_WORKERS
 
 if TYPE_CHECKING:
     from ..engine.batch_memory import BatchChoice
@@ -39,7 +40,6 @@ logger = logging.getLogger(__name__)
 
 HELP = ("predict saliency masks for images (files or folders), each at its own resolution, "
         "and for video files (a mask video of the same frames and rate)")
-DEFAULT_WORKERS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -159,10 +159,10 @@ def check_out(targets: Targets, inputs: list[str], paths: list[Path], force: boo
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..engine.predictor import collect_inputs
     from ..foreground import check_foreground_memory
-    from ..predict_plan import input_sizes, plan, resolve
+    from ..predict_plan import collect_inputs, input_sizes, plan, resolve
     from ..resources import keep_freed_memory
+    from .predict_lean import lean_plan, predict_lean
     from .predict_videos import check_clips, plan_clips, split_inputs
 
     outputs = outputs_of(args)
@@ -180,8 +180,11 @@ def run(args: argparse.Namespace) -> int:
     foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)  # pymatting's
     if foreground and largest is not None:
         check_foreground_memory(*sizes[largest], largest)
-    return _predict(args, paths, clips, targets, files, outputs,
-                    sizes[largest] if largest is not None else (0, 0))
+    at_most = sizes[largest] if largest is not None else (0, 0)
+    lean = lean_plan(args, paths, bool(clips), outputs, at_most)
+    if lean is not None:  # a cached graph does it all: no torch (predict_lean)
+        return predict_lean(lean, args, paths, targets, files, outputs)
+    return _predict(args, paths, clips, targets, files, outputs, at_most)
 
 
 def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], targets: Targets,
@@ -193,11 +196,10 @@ def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], tar
     from ..engine.predictor import ImageBatches, predict_files, probe_memory
     from ..engine.runtime import Runtime
     from ..inference.pipelines import build_test_transform, postprocess_of
-    from ..outputs import claim
-    from ..resources import cap_workers
     from ..runners.choice import choose
     from ..runners.load import load_runner
     from ..trained import read_trained
+    from .predict_lean import claim_outputs, decode_workers
     from .predict_videos import predict_clips, refuse_distributed
 
     resolve_model_argument(args)  # --model NAME: fetched and converted once, then cached
@@ -207,8 +209,7 @@ def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], tar
                                  num_threads=args.threads))
     chosen = choose(args.runtime, args.precision, runtime.device.type)
     transform = build_test_transform(cfg.data, size=args.size)
-    workers = cap_workers(DEFAULT_WORKERS if args.workers is None else args.workers, len(paths),
-                          None if args.workers is None else "--workers") if paths else 0
+    workers = decode_workers(args, len(paths))
     refuse_distributed(clips, runtime)
     keep = any(r is not None and r.needs_image for _, r in outputs)
     size, tta = args.size or cfg.data.size, cfg.eval.tta if args.tta is None else args.tta
@@ -234,7 +235,7 @@ def _predict(args: argparse.Namespace, paths: list[Path], clips: list[Clip], tar
         images = images or batches(choice.batch)
         _opening_line(runtime, cfg, args, (len(paths), clips), choice, workers, targets,
                       outputs, loaded.choice.describe())
-        folder = _claim(targets, args.force, claim) if runtime.is_main else None
+        folder = claim_outputs(targets, args.force) if runtime.is_main else None
         runtime.barrier()
         if paths:
             predict_files(model, paths, transform, runtime, folder or targets.folder,
@@ -262,24 +263,12 @@ def torch_threads() -> int:
 def _choice(per_image: int | None, size: int, runtime: Any, args: argparse.Namespace,
             outputs: list, keep: bool, largest: tuple[int, int], workers: int,
             clips: bool = False) -> BatchChoice:
-    """``--batch-size``, or the batch chosen from the probe's memory per image (None: not
-    probed) and, for a cut-out or an overlay, each photo's original in every batch in flight
-    (decoded ahead by each worker, in the forward pass, waiting to be written: 2 per worker
-    and 3); with ``clips``, each frame (RGB) in every batch a clip holds
-    (:data:`sodkit.video.IN_FLIGHT`); beside the batch, what the largest photo costs at its
-    own size in the output thread (one at a time): its float32 map, and its foreground
-    estimate."""
-    from ..engine.batch_memory import choose_batch
-    from ..foreground import ML_BYTES_PER_PIXEL
-    from ..video import IN_FLIGHT
+    """The batch (:func:`~sodkit.commands.predict_lean.choose_predict_batch`) on the
+    runtime's device."""
+    from .predict_lean import choose_predict_batch
 
-    pixels = largest[0] * largest[1]
-    known = max(pixels * 4 * (2 * workers + 3) if keep else 0,  # RGB + alpha, in flight
-                pixels * 3 * IN_FLIGHT if clips else 0)  # a clip's frames
-    foreground = any(r is not None and r.estimator == "ml" for _, r in outputs)
-    fixed = pixels * (4 + (ML_BYTES_PER_PIXEL if foreground else 0))
-    return choose_batch(per_image, size, runtime.device, args.batch_size, "--batch-size",
-                        fixed, known)
+    return choose_predict_batch(per_image, size, runtime.device, args, outputs, keep, largest,
+                                workers, clips)
 
 
 def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace,
@@ -288,8 +277,8 @@ def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace,
     """What the command will do, before it does it: the first line of a long run."""
     import torch
 
-    from ..inference.render import NOUNS
-    from ..text import and_list, noun_for, plural
+    from ..text import plural
+    from .predict_lean import say_opening
     from .predict_videos import describe
 
     if not runtime.is_main:
@@ -297,22 +286,6 @@ def _opening_line(runtime: Any, cfg: Any, args: argparse.Namespace,
     where = f"{runtime.device}" + (f", {runtime.world_size} processes"
                                    if runtime.world_size > 1 else "")
     decoding = plural(workers, "decoding worker") if workers else "decoding in this process"
-    kinds = and_list([noun_for(count[0] + len(count[1]), NOUNS[kind]) for kind, _ in outputs])
-    logger.info("predicting %s with %s/%s at %d px on %s (%s, %s): %s, %s; %s to %s",
-                describe(*count), cfg.model.name, cfg.model.backbone,
-                args.size or cfg.data.size, where, runner,
-                plural(torch.get_num_threads(), "thread"),
-                choice.describe(), decoding, kinds, targets.where())
-
-
-def _claim(targets: Targets, force: bool, claim: Any) -> Any:
-    """The output folder to write through: ``--out`` claimed as ``predict``'s; for a single
-    file, the folder it lies in (a missing one created as ``predict``'s)."""
-    from ..outputs import single_file
-
-    if not targets.single:
-        return claim(targets.out, "predict", force=force)
-    if not targets.out.parent.exists():
-        claim(targets.out.parent, "predict")
-    return single_file(targets.out if len(targets.kinds) == 1 else
-                       targets.path("", targets.kinds[0]), "predict", force, "--out")
+    say_opening(describe(*count), f"{cfg.model.name}/{cfg.model.backbone}",
+                args.size or cfg.data.size, where, runner, torch.get_num_threads(), choice,
+                decoding, outputs, count[0] + len(count[1]), targets.where())

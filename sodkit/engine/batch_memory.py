@@ -18,7 +18,8 @@ CPU, where one image at a time needed 2.9 GB and was barely slower (#33). Now:
   is one pass at the full side, measured by torch's allocator, and the budget is the GPU's
   free memory. Where the probe could not change the outcome (:func:`worth_probing`: a batch
   at a generous 4 KiB a pixel fits anyway, as at 320 px with 16 GiB free) it is not run.
-* :func:`choose_batch`: at most :data:`MAX_BATCH`; the batch's memory at most half the budget
+* :func:`~sodkit.engine.batch_choice.choose_batch` (importable without torch): at most
+  :data:`MAX_BATCH`; the batch's memory at most half the budget
   (:func:`sodkit.limits.memory_budget`: the memory available, or ``SODKIT_MAX_MEMORY_MB``);
   on the CPU at most :data:`CPU_BATCH_PIXELS` input pixels a batch, beyond which batching
   brings no speed there (measured: benchmarks/RESULTS.md). A batch given by the user is kept,
@@ -32,46 +33,28 @@ import logging
 import math
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..limits import check_memory, gib, memory_budget
+from .batch_choice import (  # noqa: F401 - their home before
+    CPU_BATCH_PIXELS,
+    GENEROUS_BYTES_PER_PIXEL,
+    MAX_BATCH,
+    BatchChoice,
+    budget_of,
+    choose_batch,
+    worth_probing,
+)
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH = 8  # the default batch's upper bound (the default before it depended on memory)
-CPU_BATCH_PIXELS = 1 << 20  # input pixels per batch on the CPU: 8 images at 362 px, 1 at 1024
-# no network here needs more than about 1.1 KiB of activations per input pixel (BiRefNet Swin-T
-# at 1024 px: 1.1 GiB an image); where a batch fits at 4 KiB a pixel, the probe is not run
-GENEROUS_BYTES_PER_PIXEL = 4096
 # what a batch image adds to the resident memory, per byte the probe counts (intra-operator
 # temporaries between two samples, the allocator's rounding): BiRefNet Swin-T at 1024 px, 1.1
 # GiB probed, 1.5 GiB measured from batch 1 to 2 to 4 (benchmarks/RESULTS.md)
 RESIDENT_SLACK = 1.4
 MIN_PROBE_SIDE = 128  # the probe's side: the input side halved, not below this (at smaller
 # sides fixed costs would count as per-image ones)
-
-
-@dataclass(frozen=True)
-class BatchChoice:
-    """The batch a forward pass takes, and what it was chosen from (for the opening line)."""
-
-    batch: int
-    per_image: int | None  # bytes one image adds to a forward pass; None: not measured
-    budget: int | None  # bytes there are (see sodkit.limits.memory_budget); None: unknown
-    given: bool  # the user's (--batch-size, batch_size=) rather than chosen
-    limited: bool = False  # the budget is SODKIT_MAX_MEMORY_MB's, not the memory available
-
-    def describe(self) -> str:
-        """``batch 2 (about 310 MiB an image, 18.2 GiB available)``, or ``batch 8 (given)``."""
-        if self.given:
-            return f"batch {self.batch} (given)"
-        parts = [f"about {gib(self.per_image)} an image"] if self.per_image else []
-        if self.budget is not None:
-            parts.append(f"{gib(self.budget)} {'allowed' if self.limited else 'available'}")
-        return f"batch {self.batch}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def probe_side(size: int) -> int:
@@ -156,51 +139,3 @@ class _PeakInUse(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         self.peak = max(self.peak, self.counter())
         return out
-
-
-def budget_of(device: torch.device) -> tuple[int | None, str, bool]:
-    """``(bytes, what they are, set by the user)`` a batch may use: a GPU's free memory, else
-    :func:`sodkit.limits.memory_budget`."""
-    if device.type == "cuda":
-        free = torch.cuda.mem_get_info(device)[0]
-        return free, f"the {gib(free)} free on {device}", False
-    budget, described = memory_budget()
-    return budget, described, "SODKIT_MAX_MEMORY_MB" in described
-
-
-def worth_probing(size: int, device: torch.device, given: int | None) -> bool:
-    """Whether the probe could change the batch or refuse it: not where the batch (``given``,
-    or :data:`MAX_BATCH`) at :data:`GENEROUS_BYTES_PER_PIXEL` fits half the budget (sides up
-    to about 320 px on a machine with 16 GiB free: the probe's two forward passes are then
-    saved, a third of ``sodkit predict``'s fixed cost at 160 px)."""
-    budget = budget_of(device)[0]
-    return budget is not None and (
-        (given or MAX_BATCH) * size * size * GENEROUS_BYTES_PER_PIXEL > budget // 2)
-
-
-def choose_batch(per_image: int | None, size: int, device: torch.device, given: int | None,
-                 what: str = "--batch-size", fixed: int = 0, known: int = 0) -> BatchChoice:
-    """The batch of a forward pass at ``size``: ``given`` (the user's) if its memory fits the
-    budget, else a UserError naming ``what``; None: the default (the module's rules).
-    ``per_image``: bytes one image adds to the forward pass (the probe's; None: not
-    measured); ``known``: bytes each image of a batch costs besides, known without a probe
-    (its original kept for a cut-out, in every batch in flight); ``fixed``: bytes needed
-    beside the batch whatever its size (a foreground estimate)."""
-    budget, described, limited = budget_of(device)
-    gpu = (budget, described) if device.type == "cuda" else None
-    unit = (per_image or 0) + known
-    if given is not None:
-        if unit:
-            check_memory(fixed + given * unit, f"{what} {given} at {size} px",
-                         f"lower {what} (1 needs about {gib(fixed + unit)}) or the input "
-                         f"side", gpu)
-        return BatchChoice(given, unit or None, budget, True, limited)
-    if unit:
-        check_memory(fixed + unit, f"one image at {size} px",
-                     "lower the input side (--size), or give smaller photos", gpu)
-    batch = MAX_BATCH
-    if device.type != "cuda":
-        batch = min(batch, max(1, CPU_BATCH_PIXELS // (size * size)))
-    if unit and budget is not None:
-        batch = min(batch, max(1, (budget // 2 - fixed) // unit))
-    return BatchChoice(batch, unit or None, budget, False, limited)

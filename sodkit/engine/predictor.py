@@ -14,8 +14,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from ..errors import UserError
-from ..imageio import IMAGE_EXTENSIONS, read_image, read_image_alpha
+from ..imageio import read_image, read_image_alpha
 from ..inference.encode import Outputs, encode_outputs
 from ..inference.forward import eval_mode, predict_scores
 from ..inference.pipelines import postprocess_of
@@ -23,9 +22,10 @@ from ..inference.postprocess import Postprocess
 from ..inference.render import NOUNS
 from ..outputs import OutputFolder
 from ..paths import inside
+from ..predict_plan import collect_inputs  # noqa: F401 - its home before
 from ..progress import Progress
 from ..sharding import shard_range
-from ..text import and_list, noun_for, plural
+from ..text import and_list, plural
 from .overlap import OutputThread
 from .rounds import MaskWriter, agree_on_round
 from .runtime import Runtime
@@ -35,39 +35,6 @@ if TYPE_CHECKING:
     from ..inference.render import Rendering
 
 logger = logging.getLogger(__name__)
-
-
-def collect_inputs(inputs: Sequence[str | Path]) -> list[Path]:
-    """Image and video files named directly, and images found in named folders (not
-    recursive; a folder's videos are said and left out), stems unique."""
-    from ..video import is_video
-
-    files: list[Path] = []
-    for item in map(Path, inputs):
-        if item.is_dir():
-            found = sorted(p for p in item.iterdir()
-                           if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
-            videos = sum(1 for p in item.iterdir() if p.is_file() and is_video(p))
-            if not found:
-                raise UserError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in folder {item}"
-                                + (f"; the {plural(videos, 'video')} there "
-                                   f"{noun_for(videos, 'is')} predicted only when named "
-                                   f"(sodkit predict {item / 'NAME.mp4'})" if videos else ""))
-            if videos:
-                logger.info("%s: %s left out (a folder gives its images; name a video to "
-                            "predict it)", item, plural(videos, "video"))
-            files.extend(found)
-        elif item.is_file():
-            files.append(item)
-        else:
-            raise UserError(f"input not found: {item}")
-    by_stem: dict[str, Path] = {}
-    for path in files:
-        if path.stem in by_stem and by_stem[path.stem] != path:
-            raise UserError(f"two inputs would write {path.stem}.png: {by_stem[path.stem]} and "
-                            f"{path}; predict them into different --out folders")
-        by_stem[path.stem] = path
-    return list(by_stem.values())
 
 
 class _ImageFiles(Dataset):

@@ -34,7 +34,7 @@ MAX_PER_IMAGE = 1 << 50  # bytes: a larger answer is not a probe's
 def probe_key(source: Path, size: int, device: str, tta: tuple[str, ...], precision: str
               ) -> str | None:
     """The key of a probe of the model file ``source``; None where it cannot be named."""
-    import torch
+    from importlib.metadata import version
 
     from ..version import __version__
 
@@ -43,7 +43,7 @@ def probe_key(source: Path, size: int, device: str, tta: tuple[str, ...], precis
     except OSError:
         return None
     return "|".join(map(str, (source.resolve(), stat.st_size, stat.st_mtime_ns, stat.st_ino,
-                              size, device, ",".join(tta), precision, torch.__version__,
+                              size, device, ",".join(tta), precision, version("torch"),
                               __version__)))
 
 

@@ -12,21 +12,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-from torch.utils.data import Dataset
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError
 from ..text import plural
-from .runtime import Runtime
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
 SHOWN = 20  # skipped files listed one by one; the rest are counted
 
 
-class SkipUnreadable(Dataset):
-    """``dataset`` whose unreadable items become ``{"unreadable": (index, message)}``."""
+class SkipUnreadable:
+    """``dataset`` whose unreadable items become ``{"unreadable": (index, message)}`` (a
+    map-style dataset, as a DataLoader takes; this module imports no torch, so that the start
+    without it, :mod:`sodkit.commands.predict_lean`, shares its messages)."""
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
@@ -62,8 +64,7 @@ def next_batch(batches: Iterator[dict], skipped: list[tuple[int, str]] | None) -
         try:
             return next(batches, None)
         except DataError as exc:
-            raise DataError(f"{exc} (or give --skip-bad to write the other masks and list the "
-                            f"images that cannot be read)") from None
+            raise unreadable(exc) from None
     batch = next(batches, None)
     if batch is None:
         return None
@@ -71,10 +72,20 @@ def next_batch(batches: Iterator[dict], skipped: list[tuple[int, str]] | None) -
     return batch if batch else None
 
 
+def unreadable(exc: DataError) -> DataError:
+    """An unreadable image's error without ``--skip-bad``, which says that it exists."""
+    return DataError(f"{exc} (or give --skip-bad to write the other masks and list the images "
+                     f"that cannot be read)")
+
+
 def report_skipped(runtime: Runtime, skipped: list[tuple[Path, str]]) -> int:
     """Log every rank's skipped images on rank 0 (a collective); returns how many there were
     (on rank 0; 0 elsewhere)."""
-    every = [item for part in runtime.gather_to_main(skipped) or [] for item in part]
+    return log_skipped([item for part in runtime.gather_to_main(skipped) or [] for item in part])
+
+
+def log_skipped(every: list[tuple[Path, str]]) -> int:
+    """Log the skipped images ``(path, why)``; returns how many there were."""
     if every:
         lines = "".join(f"\n  {message}" for _, message in every[:SHOWN])
         more = f"\n  ... and {len(every) - SHOWN} more" if len(every) > SHOWN else ""

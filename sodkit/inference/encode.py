@@ -11,7 +11,7 @@ once for all of them. Runs in the thread beside the next forward pass
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,7 +38,7 @@ def encode_outputs(post: Postprocess, scores: torch.Tensor, size: tuple[int, int
             files.append((kind, encode_mask(post.to_mask(scores, tuple(size)))))
             continue
         if prob is None:  # once for every rendering of the image
-            prob = post.probability_map(scores, tuple(size)).cpu().numpy()
+            prob = _numpy(post.probability_map(scores, tuple(size)))
         files.append((kind, rendering.png(prob, image, alpha)))
     return files
 
@@ -55,6 +55,12 @@ def output_arrays(post: Postprocess, scores: torch.Tensor, size: tuple[int, int]
             arrays.append((kind, post.to_mask(scores, tuple(size))))
             continue
         if prob is None:
-            prob = post.probability_map(scores, tuple(size)).cpu().numpy()
+            prob = _numpy(post.probability_map(scores, tuple(size)))
         arrays.append((kind, rendering.array(prob, image, alpha)))
     return arrays
+
+
+def _numpy(prob: Any) -> np.ndarray:
+    """A probability map as numpy: a tensor's copy on the CPU, or the array a numpy pipeline
+    (:mod:`sodkit.inference.numpy_pipelines`) gave."""
+    return prob if isinstance(prob, np.ndarray) else prob.cpu().numpy()

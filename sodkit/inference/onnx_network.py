@@ -7,10 +7,7 @@ encoding, the decoding workers, the progress) is the same code whichever runtime
 graph (:mod:`sodkit.runners.onnx_cache` writes it) maps a normalised batch ``image`` (B, 3, H,
 W), every axis symbolic, to the scores the pipeline's output side takes (``scores``).
 
-Threads: ``intra_op_num_threads`` as asked, one inter-op thread, and the pool's threads do not
-spin while they wait for work (``session.intra_op.allow_spinning`` 0): on a machine whose
-cores other processes hold, spinning threads burn the time slices the working thread needs
-(benchmarks/RESULTS.md, "Threads under load").
+The session and its threads: :mod:`sodkit.inference.onnx_session`.
 """
 
 from __future__ import annotations
@@ -18,46 +15,31 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from .onnx_session import open_session, session_options  # noqa: F401 - its home before
 
 logger = logging.getLogger(__name__)
 
 INPUT, OUTPUT = "image", "scores"
 
 
-def session_options(threads: int, spinning: bool = False) -> Any:
-    """onnxruntime's options for a CPU session: ``threads`` intra-op threads, one inter-op,
-    spinning off unless asked, its own log kept to fatal errors (they come back as
-    exceptions)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = max(1, threads)
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 4
-    options.add_session_config_entry("session.intra_op.allow_spinning",
-                                     "1" if spinning else "0")
-    return options
-
-
 class OnnxNetwork(nn.Module):
     """A network whose forward is an onnxruntime session's run (no parameters, no gradient);
-    ``coarse``: the graph's output is the pipeline's coarse logits (F3Net's)."""
+    ``coarse``: the graph's output is the pipeline's coarse logits (F3Net's); ``optimised``:
+    where the session keeps its optimised graph (:func:`~sodkit.inference.onnx_session.
+    open_session`)."""
 
     def __init__(self, path: Path, threads: int, coarse: bool = False,
-                 spinning: bool = False) -> None:
+                 spinning: bool = False, optimised: Path | None = None) -> None:
         super().__init__()
-        import onnxruntime as ort
-
         self.path = Path(path)
         self.threads = threads
         self.coarse = coarse
-        self.session = ort.InferenceSession(str(path), session_options(threads, spinning),
-                                            providers=["CPUExecutionProvider"])
+        self.session = open_session(path, threads, spinning, optimised)
 
     def memory_per_image(self, side: int, counter: Callable[[], int | None] | None = None
                          ) -> int | None:

@@ -80,7 +80,7 @@ def _onnx(file: TrainedFile, choice: Choice, size: int, threads: int, weights: s
           ) -> Loaded:
     from ..checkpoint_weights import pick_weights
     from ..inference.onnx_network import OnnxNetwork
-    from .onnx_cache import GraphRequest, cached_graph
+    from .onnx_cache import GraphRequest, cached_graph, index_graph, optimised_path
 
     which, _ = pick_weights(file.state, weights, file.source)  # a wrong --weights: said now
     request = GraphRequest(weights, size, coarse, choice.precision, model)
@@ -93,4 +93,7 @@ def _onnx(file: TrainedFile, choice: Choice, size: int, threads: int, weights: s
         return calibration_batches(transform)
 
     path, _ = cached_graph(file, request, calibration)
-    return Loaded(OnnxNetwork(path, threads, coarse), choice, "fp32", which)
+    if model is None and transform is not None:
+        index_graph(file, request, path, getattr(transform, "preprocess", "sodkit"))
+    return Loaded(OnnxNetwork(path, threads, coarse, optimised=optimised_path(path)), choice,
+                  "fp32", which)

@@ -184,3 +184,29 @@ def _export(file: TrainedFile, request: GraphRequest, path: Path) -> None:
         export_onnx(model, tmp, size, opset, dynamic=True, names=("image", "scores"))
     logger.info("exported %s to ONNX (opset %d) in %.1f s, cached as %s", file.source.name,
                 opset, time.perf_counter() - start, path)
+
+
+def index_graph(file: TrainedFile, request: GraphRequest, path: Path, pipeline: str) -> None:
+    """Say in the graphs' index (:mod:`sodkit.runners.graph_index`) that ``path`` is the graph
+    of ``request`` on ``file`` (its own network) run through ``pipeline``, so that a later
+    ``sodkit predict`` runs it without reading the file (or importing torch)."""
+    from . import graph_index
+
+    cfg = file.config
+    key = graph_index.index_key(file_sha256(file.source), request.weights, request.precision,
+                                versions())
+    about = {"default_size": cfg.data.size, "pipeline": pipeline, "mean": list(cfg.data.mean),
+             "std": list(cfg.data.std), "tta": list(cfg.eval.tta), "name": cfg.model.name,
+             "backbone": cfg.model.backbone, "coarse": request.coarse}
+    graph_index.remember(cache_folder(), key, request.size, path, about)
+
+
+def optimised_path(graph: Path) -> Path:
+    """Where the session keeps ``graph``'s optimised copy (:func:`sodkit.inference.
+    onnx_session.open_session`): beside it, named for this CPU's features and onnxruntime's
+    version, which its kernels depend on."""
+    from .choice import cpu_flags
+
+    machine = json.dumps([versions()["onnxruntime"], sorted(cpu_flags())])
+    tag = hashlib.sha256(machine.encode()).hexdigest()[:12]
+    return graph.with_name(f"{graph.stem}.{tag}.optimised.onnx")
