@@ -130,9 +130,12 @@ PUBLISHED = {
         "optim.lr=0.0005",
         "loss.terms={bce: 30, iou: 0.5, ssim: 5, mae: 100}"]),
 }
-# BatchNorm frozen, one epoch: see test_published_networks_two_processes_equal_one_process
+# BatchNorm frozen, one epoch: see test_published_networks_two_processes_equal_one_process;
+# one size (64 px): multi-scale under DDP (one size per step on every rank) is the reference
+# run's, and at 96 px a MINet step cost twice one at 64 px
 PUBLISHED_COMMON = ["model.pretrained=null", "runtime.precision=fp64", "train.keep_every=0",
-                    "train.freeze_bn=true", "runtime.sync_bn=false", "train.epochs=1"]
+                    "train.freeze_bn=true", "runtime.sync_bn=false", "train.epochs=1",
+                    "data.size_list=[]"]
 
 
 def published_args(network: str, data_root: Path, out: Path, name: str, batch: int = 4
@@ -282,7 +285,8 @@ def test_two_node_launch_resumes_a_single_node_job_bitwise(ddp_run, data_root, o
     cmds = [[sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
              f"--node_rank={node}", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
              "--rdzv_id=sodkit-test", "--max_restarts=0", "-m", "sodkit", "train", CONFIG,
-             *overrides(data_root, out, "twonode"), "--resume", str(snapshot)]
+             *overrides(data_root, out, "twonode"), "train.keep_every=0", "--resume",
+             str(snapshot)]  # keep_every 0: no epoch files besides last.pt (135 MB each)
             for node in (0, 1)]
     for proc in processes.run_all(cmds, cwd=ROOT, env=clean_env()):
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -298,7 +302,8 @@ def test_two_node_launch_resumes_a_single_node_job_bitwise(ddp_run, data_root, o
 def test_slurm_launch_without_torchrun_equals_torchrun(ddp_run, data_root, out):
     """srun's variables only: master from the compact node list, port from the job id."""
     port = free_port(15000, 25000)
-    cmd = [sys.executable, "-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "slurm")]
+    cmd = [sys.executable, "-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "slurm"),
+           "train.keep_every=0"]  # only last.pt is compared: no epoch files (135 MB each)
     envs = [clean_env(SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID=str(rank),
                       SLURM_JOB_NODELIST="127.0.0.[1-4]", SLURM_JOB_ID=str(70000 + port - 15000))
             for rank in (0, 1)]
