@@ -147,8 +147,10 @@ def published_args(network: str, data_root: Path, out: Path, name: str, batch: i
 
 def finetune_args(data_root: Path, out: Path, name: str) -> list[str]:
     """A fine-tuning run from the reference run's last.pt, evaluated at its start on held-out
-    training pairs (model.init_from, eval.at_start, data.val_fraction)."""
+    training pairs (model.init_from, eval.at_start, data.val_fraction); the training after
+    that start is read by no test: one size (64 px)."""
     return [*overrides(data_root, out, name), "train.epochs=1", "train.keep_every=0",
+            "data.size_list=[]",
             f"model.init_from={out / 'ddp' / 'checkpoints' / 'last.pt'}", "eval.at_start=true",
             "data.val_fraction=0.25"]
 
