@@ -1,7 +1,9 @@
 """Test-only entry point: ``sodkit`` under torchrun, counting what each training step asks of
 the host (``tests/test_ddp.py::test_a_training_step_asks_the_host_once``).
 
-``python tests/sync_count_entry.py OUT_JSON <sodkit arguments>``. Counted per step, from the
+``python tests/sync_count_entry.py OUT_JSON <sodkit arguments> [--then <sodkit arguments> ...]``:
+the first command is counted; the others (``tests/commands_entry.py``) run after it with the
+counting removed, so that other tests' runs share this launch. Counted per step, from the
 start of one ``TrainStep`` call to the start of the next: torch.distributed calls made from
 Python (DDP's gradient all-reduce runs in C++ and is not among them) and reads of a tensor's
 value (``item``, ``tolist``, ``bool``, ``float``, ``int``, ``numpy``), each with where it came
@@ -15,10 +17,12 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from commands_entry import commands  # this folder: the script's own (sys.path[0])
 
 import sodkit
 from sodkit.cli import main
@@ -59,7 +63,11 @@ def _counted(kind: str, name: str, original):
     return wrapped
 
 
-def install() -> None:
+def install() -> Callable[[], None]:
+    """Wrap the counted functions; returns what puts the originals back."""
+    originals = [(dist, name, getattr(dist, name)) for name in COLLECTIVES if hasattr(dist, name)]
+    originals += [(torch.Tensor, name, getattr(torch.Tensor, name)) for name in READS]
+    originals.append((TrainStep, "__call__", TrainStep.__call__))
     for name in COLLECTIVES:
         if hasattr(dist, name):
             setattr(dist, name, _counted("collectives", name, getattr(dist, name)))
@@ -73,10 +81,20 @@ def install() -> None:
 
     TrainStep.__call__ = step
 
+    def restore() -> None:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+
+    return restore
+
 
 if __name__ == "__main__":
-    install()
-    code = main(sys.argv[2:])
+    counted, *rest = commands(sys.argv[2:])
+    restore = install()
+    code = main(counted)
+    restore()
     with open(f"{sys.argv[1]}.{os.environ.get('RANK', '0')}", "w") as handle:
         json.dump(steps, handle, indent=1)
+    for args in rest:
+        code = code or main(args)
     raise SystemExit(code)

@@ -130,9 +130,12 @@ PUBLISHED = {
         "optim.lr=0.0005",
         "loss.terms={bce: 30, iou: 0.5, ssim: 5, mae: 100}"]),
 }
-# BatchNorm frozen, one epoch: see test_published_networks_two_processes_equal_one_process
+# BatchNorm frozen, one epoch: see test_published_networks_two_processes_equal_one_process;
+# one size (64 px): multi-scale under DDP (one size per step on every rank) is the reference
+# run's, and at 96 px a MINet step cost twice one at 64 px
 PUBLISHED_COMMON = ["model.pretrained=null", "runtime.precision=fp64", "train.keep_every=0",
-                    "train.freeze_bn=true", "runtime.sync_bn=false", "train.epochs=1"]
+                    "train.freeze_bn=true", "runtime.sync_bn=false", "train.epochs=1",
+                    "data.size_list=[]"]
 
 
 def published_args(network: str, data_root: Path, out: Path, name: str, batch: int = 4
@@ -144,20 +147,45 @@ def published_args(network: str, data_root: Path, out: Path, name: str, batch: i
 
 def finetune_args(data_root: Path, out: Path, name: str) -> list[str]:
     """A fine-tuning run from the reference run's last.pt, evaluated at its start on held-out
-    training pairs (model.init_from, eval.at_start, data.val_fraction)."""
+    training pairs (model.init_from, eval.at_start, data.val_fraction); the training after
+    that start is read by no test: one size (64 px)."""
     return [*overrides(data_root, out, name), "train.epochs=1", "train.keep_every=0",
+            "data.size_list=[]",
             f"model.init_from={out / 'ddp' / 'checkpoints' / 'last.pt'}", "eval.at_start=true",
             "data.val_fraction=0.25"]
 
 
+def full_args(data_root: Path, out: Path) -> list[str]:
+    return [*overrides(data_root, out, "full", backbone=SMALL), "data.test=[{preset: duts-te}]",
+            "data.test_batch_size=3", "eval.every=1", "loss.aux_weight=0",
+            "runtime.sync_bn=false", "train.image_every=2", "train.keep_every=0"]
+
+
+def predict_args(data_root: Path, out: Path, folder: str) -> list[str]:
+    return ["predict", str(data_root / "DUTS-TE" / "DUTS-TE-Image"), "--checkpoint",
+            str(out / "full" / "checkpoints" / "last.pt"), "--out", str(out / folder),
+            "--batch-size", "3", "--workers", "0"]
+
+
 @pytest.fixture(scope="module")
 def ddp_runs(data_root, out) -> Path:
-    """One torchrun launch, 2 processes x batch 4: the reference run (no test sets: this used to
-    hang at the end), then each published network's run."""
-    runs = [["train", CONFIG, *overrides(data_root, out, "ddp")]]
+    """One torchrun launch, 2 processes: a launch's start costs more than these runs. First
+    the host-sync count's run (``tests/sync_count_entry.py`` counts its first command only:
+    ``sync_counts.json.RANK``), then (``tests/commands_entry.py``) the reference run x batch 4
+    (no test sets: this used to hang at the end), each published network's run, the fine-tuning
+    run from the reference's last.pt, and the complete run folder's `sodkit train` and `sodkit
+    predict`. Each rank's output goes to the terminal and to its files (``--tee``)."""
+    counted = ["train", CONFIG, *overrides(data_root, out, "sync_counts", batch=2, backbone=SMALL),
+               "train.log_every=1000", "runtime.sync_bn=false"]
+    runs = [counted, ["train", CONFIG, *overrides(data_root, out, "ddp")]]
     runs += [published_args(network, data_root, out, f"{network}2") for network in PUBLISHED]
     runs.append(["train", CONFIG, *finetune_args(data_root, out, "ft2")])  # from ddp's last.pt
-    proc = torchrun(str(ROOT / "tests" / "commands_entry.py"), *joined(*runs))
+    runs += [["train", CONFIG, *full_args(data_root, out)],
+             predict_args(data_root, out, "pred_ddp")]
+    proc = torchrun(str(ROOT / "tests" / "sync_count_entry.py"), str(out / "sync_counts.json"),
+                    *joined(*runs),
+                    launcher=["--standalone", "--nproc_per_node=2",
+                              f"--log-dir={out / 'torchrun-logs'}", "--tee=3"])
     assert proc.returncode == 0, proc.stderr[-4000:]
     (out / "launch.stderr").write_text(proc.stderr)
     return out
@@ -235,12 +263,15 @@ def test_finetuning_under_torchrun_starts_where_one_process_starts(ddp_runs, dat
 def test_accumulation_equals_the_double_batch_with_frozen_batchnorm(data_root, out):
     """1 x batch 4 x accumulate 2 == 1 x batch 8. BatchNorm in training mode normalises each
     micro-batch by its own moments, so only frozen BatchNorm makes the two equal; multi-scale
-    draws a size per micro-batch, so one size here."""
+    draws a size per micro-batch, so one size here. ``SMALL``: both runs are in this process,
+    compared with no other launch (largest difference 2.8e-17 with it and with resnet18,
+    measured; a wrong accumulation moves weights by the size of an update)."""
     frozen = ["train.freeze_bn=true", "runtime.sync_bn=false", "train.keep_every=0",
               "data.size_list=[]"]
-    assert main(["train", CONFIG, *overrides(data_root, out, "acc"), "train.accumulate=2",
+    assert main(["train", CONFIG, *overrides(data_root, out, "acc", backbone=SMALL),
+                 "train.accumulate=2", *frozen]) == 0
+    assert main(["train", CONFIG, *overrides(data_root, out, "big", batch=8, backbone=SMALL),
                  *frozen]) == 0
-    assert main(["train", CONFIG, *overrides(data_root, out, "big", batch=8), *frozen]) == 0
     acc, big = last(out / "acc"), last(out / "big")
     assert acc["step"] == big["step"] == 4
     assert_same_model(acc["model"], big["model"], atol=FP64_ATOL)
@@ -256,7 +287,8 @@ def test_two_node_launch_resumes_a_single_node_job_bitwise(ddp_run, data_root, o
     cmds = [[sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
              f"--node_rank={node}", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
              "--rdzv_id=sodkit-test", "--max_restarts=0", "-m", "sodkit", "train", CONFIG,
-             *overrides(data_root, out, "twonode"), "--resume", str(snapshot)]
+             *overrides(data_root, out, "twonode"), "train.keep_every=0", "--resume",
+             str(snapshot)]  # keep_every 0: no epoch files besides last.pt (135 MB each)
             for node in (0, 1)]
     for proc in processes.run_all(cmds, cwd=ROOT, env=clean_env()):
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -272,7 +304,8 @@ def test_two_node_launch_resumes_a_single_node_job_bitwise(ddp_run, data_root, o
 def test_slurm_launch_without_torchrun_equals_torchrun(ddp_run, data_root, out):
     """srun's variables only: master from the compact node list, port from the job id."""
     port = free_port(15000, 25000)
-    cmd = [sys.executable, "-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "slurm")]
+    cmd = [sys.executable, "-m", "sodkit", "train", CONFIG, *overrides(data_root, out, "slurm"),
+           "train.keep_every=0"]  # only last.pt is compared: no epoch files (135 MB each)
     envs = [clean_env(SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID=str(rank),
                       SLURM_JOB_NODELIST="127.0.0.[1-4]", SLURM_JOB_ID=str(70000 + port - 15000))
             for rank in (0, 1)]
@@ -330,26 +363,17 @@ def test_a_config_error_under_torchrun_is_one_line_and_in_the_failure_summary(da
     assert "Traceback" not in summary
 
 
-def test_torchrun_train_writes_one_complete_run_folder(data_root, out):
+def test_torchrun_train_writes_one_complete_run_folder(ddp_runs, data_root, out):
     """`sodkit train configs/demo.yaml` under torchrun: eval every epoch on both ranks (7 test
     images, batch 3: shards of 4 and 3, so rank 1 joins one empty round of the prediction
     writer), side heads off (aux_weight 0), per-rank BatchNorm statistics; then, in the same
-    launch (tests/commands_entry.py: a launch costs more than these runs), `sodkit predict` of
-    the trained checkpoint. Rank 1 prints nothing in either. (`python -m sodkit` under torchrun:
-    test_two_node_launch_resumes_a_single_node_job_bitwise)"""
+    launch (``ddp_runs``: a launch costs more than these runs), `sodkit predict` of
+    the trained checkpoint. Rank 1 prints nothing in any command of the launch. (`python -m
+    sodkit` under torchrun: test_two_node_launch_resumes_a_single_node_job_bitwise)"""
     logs = out / "torchrun-logs"
-    args = [*overrides(data_root, out, "full", backbone=SMALL), "data.test=[{preset: duts-te}]",
-            "data.test_batch_size=3", "eval.every=1", "loss.aux_weight=0",
-            "runtime.sync_bn=false", "train.image_every=2", "train.keep_every=0"]
+    args = full_args(data_root, out)
     images = data_root / "DUTS-TE" / "DUTS-TE-Image"
     ckpt = str(out / "full" / "checkpoints" / "last.pt")
-    predict = ["predict", str(images), "--checkpoint", ckpt, "--out", str(out / "pred_ddp"),
-               "--batch-size", "3", "--workers", "0"]
-    proc = torchrun(str(ROOT / "tests" / "commands_entry.py"),
-                    *joined(["train", CONFIG, *args], predict),
-                    launcher=["--standalone", "--nproc_per_node=2", f"--log-dir={logs}",
-                              "--redirects=3"])
-    assert proc.returncode == 0, proc.stderr[-4000:]
     run = out / "full"
     for name in ["config.yaml", "train.log", "checkpoints/last.pt", "checkpoints/best.pt",
                  "results.json", "results.md", "results.csv", "samples.png", "curves/pr.png",
@@ -400,17 +424,13 @@ def test_a_missing_peer_ends_the_job_after_the_timeout(data_root, out):
     assert "rank 0 of 2" in proc.stderr and "1/2 clients joined" in proc.stderr
 
 
-def test_a_training_step_asks_the_host_once(data_root, out):
+def test_a_training_step_asks_the_host_once(ddp_runs):
     """Per optimizer step, away from logging and epoch ends, each rank makes one collective from
     Python (the stop / save agreement, on the gloo group's host tensors) and reads one value
     of a model tensor (the finite-gradient guard, the step's one device sync on a GPU). DDP's
     gradient all-reduce runs in C++ and is not counted; the data pipeline's reads are of CPU
     tensors in the loader (counted here only because num_workers=0 runs it in the process)."""
-    counts = out / "sync_counts.json"
-    proc = torchrun(str(ROOT / "tests" / "sync_count_entry.py"), str(counts), "train", CONFIG,
-                    *overrides(data_root, out, "sync_counts", batch=2, backbone=SMALL),
-                    "train.log_every=1000", "runtime.sync_bn=false")
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    counts = ddp_runs / "sync_counts.json"  # its run: test_resnet, batch 2, no sync BN
     for rank in (0, 1):
         steps = json.loads(Path(f"{counts}.{rank}").read_text())
         assert len(steps) == 8  # 16 images, 2 per rank and step, 2 epochs

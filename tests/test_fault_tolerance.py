@@ -24,6 +24,7 @@ from sodkit.cli import main
 from sodkit.engine.runtime import Runtime
 from sodkit.errors import EXIT_PREEMPTED
 from tests import processes
+from tests.commands_entry import joined
 from tests.sod_fixtures import free_port, write_duts_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,17 +142,6 @@ def torchrun(*options: str) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", *options]
 
 
-@pytest.fixture(scope="module")
-def calm_elastic(data, tmp_path_factory) -> Path:
-    """The undisturbed 2-process job the restarted ones are compared with."""
-    out = tmp_path_factory.mktemp("calm")
-    [calm] = run_jobs([*torchrun("--standalone", "--nproc_per_node=2", "--max-restarts=1"),
-                       "-m", "sodkit", "train", CONFIG, *overrides(data, out, "calm", batch=1),
-                       *ELASTIC])
-    assert calm.returncode == 0, calm.stderr[-3000:]
-    return out / "calm"
-
-
 def one_node() -> list[list[str]]:
     return [torchrun("--standalone", "--nproc_per_node=2", "--max-restarts=1")]
 
@@ -165,27 +155,52 @@ def two_nodes() -> list[list[str]]:
                      "--rdzv_id=sodkit-elastic", "--max-restarts=1") for node in (0, 1)]
 
 
-@pytest.mark.multiprocess
-def test_sigterm_under_torchrun_stops_every_rank_at_one_step(data, tmp_path, calm_elastic):
-    """Both workers get SIGTERM (as a scheduler sends it to every task); they agree on the
-    step, rank 0 saves it, each exits with EXIT_PREEMPTED; the resumed job equals the
-    uninterrupted 2-process job (``calm_elastic``: the same recipe, never stopped)."""
+@pytest.fixture(scope="module")
+def sigterm_job(data, tmp_path_factory) -> dict:
+    """A 2-process job SIGTERMed at step 3 (both workers, as a scheduler signals every task),
+    then one launch (``tests/commands_entry.py``: a launch's start costs more than these runs)
+    that trains the undisturbed job ``calm`` and resumes the cut one ``ddp_cut``: what
+    test_sigterm_under_torchrun_stops_every_rank_at_one_step checks, and ``calm_elastic``."""
+    out = tmp_path_factory.mktemp("elastic")
     launcher = [*torchrun("--standalone", "--nproc_per_node=2"), "-m", "sodkit", "train", CONFIG]
-    cut_args = [*overrides(data, tmp_path, "ddp_cut", batch=1), *ELASTIC]
+    cut_args = [*overrides(data, out, "ddp_cut", batch=1), *ELASTIC]
 
     def workers(agent: subprocess.Popen) -> list[int]:
         children = Path(f"/proc/{agent.pid}/task/{agent.pid}/children").read_text()
         return [int(pid) for pid in children.split()]
 
     code, log = start_and_signal([*launcher, *cut_args], 3, targets=workers)
+    saved = torch.load(out / "ddp_cut" / "checkpoints" / "last.pt", weights_only=True)
+    again = processes.run([*torchrun("--standalone", "--nproc_per_node=2"),
+                           str(ROOT / "tests" / "commands_entry.py"),
+                           *joined(["train", CONFIG, *overrides(data, out, "calm", batch=1),
+                                    *ELASTIC],
+                                   ["train", CONFIG, *cut_args, "--resume", "auto"])],
+                          cwd=ROOT, env=env())
+    return {"code": code, "log": log, "saved": saved, "again": again, "out": out}
+
+
+@pytest.fixture(scope="module")
+def calm_elastic(sigterm_job) -> Path:
+    """The undisturbed 2-process job the restarted ones are compared with."""
+    assert sigterm_job["again"].returncode == 0, sigterm_job["again"].stderr[-3000:]
+    return sigterm_job["out"] / "calm"
+
+
+@pytest.mark.multiprocess
+def test_sigterm_under_torchrun_stops_every_rank_at_one_step(sigterm_job, calm_elastic):
+    """Both workers get SIGTERM (as a scheduler sends it to every task); they agree on the
+    step, rank 0 saves it, each exits with EXIT_PREEMPTED; the resumed job equals the
+    uninterrupted 2-process job (``calm_elastic``: the same recipe, never stopped)."""
+    code, log, saved = sigterm_job["code"], sigterm_job["log"], sigterm_job["saved"]
     assert code != 0 and "exitcode" in log and f": {EXIT_PREEMPTED} " in log, log[-3000:]
-    saved = torch.load(tmp_path / "ddp_cut" / "checkpoints" / "last.pt", weights_only=True)
     assert 0 < saved["epoch_step"] < 8 and len(saved["rng"]) == 2
-    again = processes.run([*launcher, *cut_args, "--resume", "auto"], cwd=ROOT, env=env())
+    again = sigterm_job["again"]
     assert again.returncode == 0, again.stderr[-3000:]
     assert_same_training_state(
         torch.load(calm_elastic / "checkpoints" / "last.pt", weights_only=True),
-        torch.load(tmp_path / "ddp_cut" / "checkpoints" / "last.pt", weights_only=True))
+        torch.load(sigterm_job["out"] / "ddp_cut" / "checkpoints" / "last.pt",
+                   weights_only=True))
 
 
 @pytest.mark.multiprocess
