@@ -17,7 +17,7 @@ from sodkit.cli import main
 from sodkit.config import Config, ModelCfg, to_dict
 from sodkit.model_file import file_sha256
 from sodkit.network import build_network
-from tests.sod_fixtures import draw_pair, tiny_overrides
+from tests.sod_fixtures import TINY_BACKBONE, draw_pair, tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "configs" / "demo.yaml")
@@ -68,7 +68,8 @@ def test_a_finetuning_run_starts_at_the_source_numbers_then_has_its_own(trained,
            f"output_root={tmp_path}", "name=ft",
            f"data.test=[{{preset: duts-te, root: {data_root / 'DUTS-TE'}}}]",
            "data.size=64", "data.batch_size=4", "data.test_batch_size=4", "data.num_workers=0",
-           "data.val_fraction=0.3", "model.decoder_channels=16", "train.epochs=1",
+           "data.val_fraction=0.3", f"model.backbone={TINY_BACKBONE}",
+           "model.decoder_channels=16", "train.epochs=1",
            f"model.init_from={best}"]
     assert main(["train", *run]) == 0
     folder = tmp_path / "ft"

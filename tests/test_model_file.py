@@ -18,7 +18,7 @@ from sodkit.config import Config, ModelCfg, to_dict
 from sodkit.model_file import read_model_file, read_safetensors
 from sodkit.network import build_network
 from tests.conftest import ROOT
-from tests.sod_fixtures import tiny_overrides
+from tests.sod_fixtures import TINY_BACKBONE, tiny_overrides
 
 TRAINING_STATE = ("optimizer", "scheduler", "scaler", "rng", "ranks")
 
@@ -60,7 +60,7 @@ def test_model_file_is_read_without_unpickling(trained, tmp_path):
     model = _export(trained / "checkpoints" / "last.pt", tmp_path / "m.safetensors")
     _, metadata = read_safetensors(model)
     assert metadata["format"] == "sodkit-model/1"
-    assert json.loads(metadata["sodkit.config"])["model"]["backbone"] == "resnet18"
+    assert json.loads(metadata["sodkit.config"])["model"]["backbone"] == TINY_BACKBONE
     head = model.read_bytes()[:9]  # 8 bytes of header length, then JSON: no zip, no pickle
     assert head[8:9] == b"{" and not head.startswith((b"PK", b"\x80"))
 

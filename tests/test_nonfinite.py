@@ -28,7 +28,7 @@ def altered(trained: Path, tmp_path: Path, change) -> Path:
 
 
 def nan_weight(state: dict) -> None:
-    state["model"]["backbone.body.conv1.weight"][0, 0, 0, 0] = float("nan")
+    state["model"]["backbone.body.conv1.0.weight"][0, 0, 0, 0] = float("nan")
 
 
 def nan_std(state: dict) -> None:
@@ -37,7 +37,7 @@ def nan_std(state: dict) -> None:
 
 def negative_variance(state: dict) -> None:
     """Finite weights whose forward is NaN (BatchNorm takes the square root of the variance)."""
-    state["model"]["backbone.body.bn1.running_var"].fill_(-1.0)
+    state["model"]["backbone.body.conv1.1.running_var"].fill_(-1.0)
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def images(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("change", "said"), [
     (nan_weight, "the model weights hold NaN or infinite values (1 tensors, e.g. "
-                 "backbone.body.conv1.weight)"),
+                 "backbone.body.conv1.0.weight)"),
     (nan_std, "the config stored in it is invalid: data.std.0: must be a finite "
               "number"),
     (negative_variance, "the network predicted NaN or infinite values for im0.jpg")])

@@ -13,6 +13,7 @@ import pytest
 
 from sodkit.imageio import read_image, read_mask
 from sodkit.inference.render import cutout, fitted, overlay
+from tests.sod_fixtures import TINY_BACKBONE
 
 
 def _photos(folder: Path, count: int = 3, seed: int = 0, names: list[str] | None = None
@@ -171,7 +172,7 @@ def test_it_says_what_it_will_do_then_shows_progress(checkpoint, tmp_path, run_c
                    "--batch-size", "2", str(photos))
     assert done.returncode == 0, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert lines[0].startswith("predicting 5 images with fpn/resnet18 at 64 px on cpu (")
+    assert lines[0].startswith(f"predicting 5 images with fpn/{TINY_BACKBONE} at 64 px on cpu (")
     assert "thread" in lines[0] and "batch 2 (given)" in lines[0], lines[0]
     progress = [line for line in lines if line.startswith("predicting: ")]
     assert progress[0].startswith("predicting: 2/5 images (40%), ")

@@ -20,7 +20,7 @@ import yaml
 from sodkit.cli import main
 from sodkit.imageio import read_mask
 from tests import processes
-from tests.sod_fixtures import tiny_overrides
+from tests.sod_fixtures import TINY_BACKBONE, tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ["MAE", "Smeasure", "wFmeasure", "maxFm", "meanFm", "adpFm", "maxEm", "meanEm", "adpEm"]
@@ -33,7 +33,7 @@ def test_run_folder_is_complete(trained, data_root):
                  "curves/pr.png", "curves/fm.png"]:
         assert (trained / name).is_file(), name
     saved = yaml.safe_load((trained / "config.yaml").read_text())
-    assert saved["train"]["epochs"] == 2 and saved["model"]["backbone"] == "resnet18"
+    assert saved["train"]["epochs"] == 2 and saved["model"]["backbone"] == TINY_BACKBONE
     log = (trained / "train.log").read_text()
     assert "epoch 2/2" in log and ("img/s" in log or "s/img" in log)
 
