@@ -64,7 +64,8 @@ class MINetPostprocess(Postprocess):
         from PIL import Image
 
         at_input = scores[0, 0].mul(255.0).to(torch.uint8).cpu().numpy()  # .byte(): truncation
-        return np.asarray(Image.fromarray(at_input).resize((size[1], size[0]), Image.NEAREST))
+        # a writable copy: torch.from_numpy warns on the read-only buffer of np.asarray(PIL)
+        return np.array(Image.fromarray(at_input).resize((size[1], size[0]), Image.NEAREST))
 
     def probability_map(self, scores: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
         # the authors quantise at the input size before resizing: their mask is the map
@@ -85,7 +86,7 @@ class BiRefNetCardPostprocess(MINetPostprocess):
         from PIL import Image
 
         at_input = scores[0, 0].mul(255.0).to(torch.uint8).cpu().numpy()
-        return np.asarray(Image.fromarray(at_input).resize((size[1], size[0]), Image.BICUBIC))
+        return np.array(Image.fromarray(at_input).resize((size[1], size[0]), Image.BICUBIC))
 
 
 class F3NetPostprocess(Postprocess):
