@@ -21,7 +21,7 @@ import logging
 import os
 from pathlib import Path
 
-from ..cache import cache_dir
+from ..cache import cache_dir, read_cache_json
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +52,7 @@ def _path() -> Path:
 
 
 def _read() -> dict[str, int]:
-    path = _path()
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            return {}
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return {}
-    if not isinstance(entries, dict):
-        return {}
+    entries = read_cache_json(_path(), MAX_BYTES)
     return {key: value for key, value in entries.items()
             if isinstance(key, str) and type(value) is int and 0 < value <= MAX_PER_IMAGE}
 

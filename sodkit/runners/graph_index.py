@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
+from ..cache import read_cache_json
 
 logger = logging.getLogger(__name__)
 
@@ -60,14 +61,7 @@ def index_key(sha256: str, weights: str, precision: str, versions: dict[str, str
 
 
 def _read(folder: Path) -> dict[str, Any]:
-    path = folder / FILE
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            return {}
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return {}
-    return index if isinstance(index, dict) else {}
+    return read_cache_json(folder / FILE, MAX_BYTES)
 
 
 def remember(folder: Path, key: str, side: int, graph: Path, about: dict[str, Any]) -> None:

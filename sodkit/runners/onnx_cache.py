@@ -86,13 +86,9 @@ def file_sha256(path: Path) -> str:
 
 
 def _read_memo(path: Path) -> dict[str, Any]:
-    try:
-        if path.stat().st_size > MEMO_BYTES:
-            return {}
-        memo = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return memo if isinstance(memo, dict) else {}
+    from ..cache import read_cache_json
+
+    return read_cache_json(path, MEMO_BYTES)
 
 
 def versions() -> dict[str, str]:
