@@ -17,17 +17,16 @@ CPU_INDEX := https://download.pytorch.org/whl/cpu
 demo: $(VENV)/.installed
 	$(BIN)/sodkit train configs/demo.yaml --overwrite
 
-# Every test: in parallel on every core (pytest-xdist: each test computes with one thread, and
-# one worker's test uses the core another's leaves idle while it waits), then the tests that
-# measure time or memory (marker serial) alone. docs/testing.md has the figures. First, the
-# layers: lint-imports checks the import contracts in pyproject.toml (about a second).
+# Every test, in parallel on every core (pytest-xdist: each test computes with one thread, and
+# one worker's test uses the core another's leaves idle while it waits; whole modules per
+# worker, for their shared fixtures). docs/testing.md has the figures. First, the layers:
+# lint-imports checks the import contracts in pyproject.toml (about a second).
 test: $(VENV)/.installed-test
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not serial"
-	$(BIN)/python -m pytest -q -m serial
+	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
 
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow and not multiprocess and not serial"
+	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder -m "not slow and not multiprocess"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sodkit tests benchmarks

@@ -139,8 +139,9 @@ def run_cli(capfd, monkeypatch):
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules with the most slow or multi-process tests first, each module's tests in their
     order: ``make test`` hands whole modules to its workers in this order (pytest-xdist
-    ``--dist loadscope``, so that a module's fixtures are built once), and a long module taken
-    last would leave the other worker idle at the end."""
+    ``--dist loadscope``, so that a module's fixtures are built once; ``--no-loadscope-reorder``,
+    or xdist puts the modules with the most tests first), and a long module taken last would
+    leave the other worker idle at the end."""
     def module(item: pytest.Item) -> str:
         return item.nodeid.split("::")[0]
 

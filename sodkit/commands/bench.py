@@ -1,7 +1,8 @@
 """``sodkit bench memory|speed CONFIG``: the seed's memory table, and where the time goes.
 
-``memory`` runs each variant in a fresh process (``python -m sodkit.engine.bench``) and prints
-peak memory and median step time with ratios to ``plain``. ``speed`` measures images/s of the
+``memory`` runs each variant in a fresh process (forked by one ``python -m sodkit.engine.bench
+--serve``, which imports torch once) and prints peak memory and median step time with ratios
+to ``plain``. ``speed`` measures images/s of the
 loader, the training step, the whole loop and evaluation (:mod:`sodkit.engine.speed`).
 """
 
@@ -68,31 +69,53 @@ def variants(amp: str) -> dict[str, list[str]]:
     }
 
 
-def run_variant(args: argparse.Namespace, overrides: list[str],
-                progress: Progress | None = None, name: str = "") -> dict[str, Any]:
-    """One variant in a fresh Python process; glibc told to give freed memory back. Its stages
-    (network built, each step) move ``progress`` on as they end."""
-    from ..engine.bench import PROGRESS
-    from ..engine.memory import CPU_MEMORY_ENV
-    from ..errors import UserError
+class VariantServer:
+    """``python -m sodkit.engine.bench --serve`` (:func:`sodkit.engine.bench.serve`): one process
+    that imports torch and sodkit once and measures each variant in a child of its own, with
+    glibc told to give freed memory back. Its stderr carries each variant's stages (which move
+    ``progress`` on) and errors, its stdout each result."""
 
-    cmd = [sys.executable, "-m", "sodkit.engine.bench", args.config, *args.overrides,
-           *overrides, "--steps", str(args.steps)]
-    env = {**os.environ, **CPU_MEMORY_ENV}
-    other: list[str] = []
-    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as proc:
-        for line in proc.stderr:  # type: ignore[union-attr]
+    def __init__(self) -> None:
+        from ..engine.memory import CPU_MEMORY_ENV
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sodkit.engine.bench", "--serve"],
+            env={**os.environ, **CPU_MEMORY_ENV}, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def __enter__(self) -> VariantServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        if exc[0] is not None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def measure(self, args: argparse.Namespace, overrides: list[str],
+                progress: Progress | None = None, name: str = "") -> dict[str, Any]:
+        from ..engine.bench import DONE, PROGRESS
+        from ..errors import UserError
+
+        request = {"config": args.config, "overrides": [*args.overrides, *overrides],
+                   "steps": args.steps}
+        self.proc.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        other: list[str] = []
+        code = None
+        for line in self.proc.stderr:  # type: ignore[union-attr]
+            if line.startswith(DONE):
+                code = int(line[len(DONE):])
+                break
             if line.startswith(PROGRESS):
                 if progress is not None:
                     progress.update(postfix=f"{name}: {line[len(PROGRESS):].strip()}")
             else:
                 other.append(line)
-        out = proc.stdout.read()  # type: ignore[union-attr]
-    if proc.returncode != 0:
-        raise UserError(f"bench variant {' '.join(overrides)} failed:\n"
-                        f"{''.join(other)[-2000:]}")
-    return json.loads(out.strip().splitlines()[-1])
+        if code != 0:
+            raise UserError(f"bench variant {' '.join(overrides)} failed:\n"
+                            f"{''.join(other)[-2000:]}")
+        return json.loads(self.proc.stdout.readline())  # type: ignore[union-attr]
 
 
 def memory_rows(args: argparse.Namespace, device: str, cfg: Config | None = None
@@ -110,8 +133,8 @@ def memory_rows(args: argparse.Namespace, device: str, cfg: Config | None = None
                     cfg.data.batch_size, cfg.data.size)
     stages = 2 + args.steps  # built, warm-up, the measured steps
     with Progress(len(picked) * stages, "bench memory", unit="stage",
-                  summary=True) as progress:
-        rows = [{"variant": name, **run_variant(args, overrides, progress, name)}
+                  summary=True) as progress, VariantServer() as server:
+        rows = [{"variant": name, **server.measure(args, overrides, progress, name)}
                 for name, overrides in picked.items()]
     first = rows[0]  # plain, unless left out
     for row in rows:

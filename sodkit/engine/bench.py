@@ -1,10 +1,13 @@
 """``sodkit bench memory``: one variant's training-step memory and time, measured in this process.
 
 The command runs every variant (plain, checkpointing, amp, amp+checkpointing) in a fresh
-process, ``python -m sodkit.engine.bench CONFIG [key=value ...] --steps N``, so that no variant
-inherits another's allocator state, and reads the JSON line this module prints. The step is the
-trainer's own :class:`~sodkit.engine.step.TrainStep` on an in-memory batch of the configured
-input and batch size, so only the model, precision and checkpointing differ between variants.
+process, so that no variant inherits another's allocator state, and reads the JSON line this
+module prints. ``python -m sodkit.engine.bench --serve`` (:func:`serve`) imports torch and sodkit
+once and forks a child per variant it reads on stdin (the imports took 3-4 s of the 4-5 s a
+small variant's own process cost); ``python -m sodkit.engine.bench CONFIG [key=value ...]
+--steps N`` measures one variant. The step is the trainer's own
+:class:`~sodkit.engine.step.TrainStep` on an in-memory batch of the configured input and batch
+size, so only the model, precision and checkpointing differ between variants.
 """
 
 from __future__ import annotations
@@ -13,15 +16,19 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import statistics
+import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn, TextIO
 
 import torch
 
 from ..config import Config, load_config
+from ..errors import UserError
 from ..loss import build_criterion
 from ..network import build_network
 from ..optim import build_optimizer
@@ -58,6 +65,8 @@ def _synchronize(device: torch.device) -> None:
 
 # a line on stderr per stage of a variant, which ``sodkit bench memory`` turns into its progress
 PROGRESS = "sodkit-bench-progress:"
+# the server's line on stderr after each variant's process ended: its exit code
+DONE = "sodkit-bench-done:"
 
 
 def _done(stage: str) -> None:
@@ -94,6 +103,43 @@ def measure_memory(cfg: Config, steps: int, progress: Callable[[str], None] | No
             "precision": cfg.runtime.precision, "checkpointing": cfg.model.checkpointing}
 
 
+def serve(requests: TextIO = sys.stdin) -> None:
+    """Measure each variant read from ``requests`` (a JSON line: ``config``, ``overrides``,
+    ``steps``) in a child forked from this process, which has imported everything and
+    allocated nothing since: every variant starts from the same interpreter state, as a fresh
+    process would, without paying the imports again. The child prints the result line on stdout;
+    after it ends, this process prints ``DONE <exit code>`` on stderr. Where there is no
+    ``fork`` (Windows), each variant runs in a process of its own (:func:`main`)."""
+    for line in requests:
+        request = json.loads(line)
+        argv = [request["config"], *request["overrides"], "--steps", str(request["steps"])]
+        if not hasattr(os, "fork"):
+            code = subprocess.call([sys.executable, "-m", "sodkit.engine.bench", *argv])
+        else:
+            pid = os.fork()
+            if pid == 0:
+                _measure_in_child(argv)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        print(f"{DONE} {code}", file=sys.stderr, flush=True)
+
+
+def _measure_in_child(argv: list[str]) -> NoReturn:
+    """The forked child: measure, then leave without running the parent's exit handlers."""
+    code = 1
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:  # argparse's
+        code = exc.code if isinstance(exc.code, int) else 1
+    except UserError as exc:  # a setting the network cannot take: its one line
+        print(exc, file=sys.stderr)
+    except BaseException:  # noqa: B036 - whatever ends the child is reported, then it exits
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="one bench-memory variant (JSON on stdout)")
     parser.add_argument("config")
@@ -106,4 +152,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    serve() if sys.argv[1:] == ["--serve"] else main()
