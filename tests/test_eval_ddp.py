@@ -3,9 +3,10 @@ shard of every dataset, rank 0 merges and writes, and every file equals the one-
 byte for byte; a file that does not decode on one rank ends the whole job with one line.
 
 Two datasets of odd sizes (7 and 5 images, uneven shards 4 + 3 and 3 + 2) and two methods, one
-of them at other sizes than the GT (the resize path). The same launch (``tests/commands_entry.py``)
-then evaluates video datasets with ``--groups --allow-missing``: a method that lacks frames of
-both ranks' shards, and a whole dataset.
+of them at other sizes than the GT (the resize path). The same launch (``tests/commands_entry.py``:
+a launch's start costs more than these evaluations) then evaluates video datasets with
+``--groups --allow-missing`` (a method that lacks frames of both ranks' shards, and a whole
+dataset), and last the inputs with one truncated file, which ends the launch.
 """
 
 from __future__ import annotations
@@ -89,19 +90,36 @@ def grouped_args(root: Path, out: Path) -> list[str]:
             "--groups", "--allow-missing", "--compute", "HCE,BIoU,Flicker", "--out", str(out)]
 
 
-def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, tmp_path):
-    families = ["--compute", "all"]  # the optional metric families merge as exactly
-    assert main([*eval_args(inputs, tmp_path / "one"), *families]) == 0
-    assert main(grouped_args(inputs, tmp_path / "one_groups")) == 0
-    runs = [[*eval_args(inputs, tmp_path / "two"), *families],
-            grouped_args(inputs, tmp_path / "two_groups")]  # one launch: its start costs most
+FAMILIES = ["--compute", "all"]  # the optional metric families merge as exactly
+
+
+@pytest.fixture(scope="module")
+def launch(inputs, tmp_path_factory) -> dict:
+    """One 2-process launch: the evaluation, the grouped one, then the evaluation of a copy of
+    the inputs whose ``preds/b/X/im06.png`` is truncated (index 6 of 7: in rank 1's shard
+    only), which fails and ends the launch."""
+    out = tmp_path_factory.mktemp("eval_launch")
+    bad_root = out / "inputs"
+    shutil.copytree(inputs, bad_root)
+    bad = bad_root / "preds/b/X/im06.png"
+    bad.write_bytes(bad.read_bytes()[:60])
+    runs = [[*eval_args(inputs, out / "two"), *FAMILIES], grouped_args(inputs, out / "two_groups"),
+            eval_args(bad_root, out / "bad")]
+    start = time.monotonic()
     proc = torchrun(str(ROOT / "tests" / "commands_entry.py"), *joined(*runs))
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    return {"proc": proc, "elapsed": time.monotonic() - start, "out": out, "bad": bad}
+
+
+def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, launch, tmp_path):
+    assert main([*eval_args(inputs, tmp_path / "one"), *FAMILIES]) == 0
+    assert main(grouped_args(inputs, tmp_path / "one_groups")) == 0
+    proc, two_root = launch["proc"], launch["out"]
+    assert (two_root / "two_groups" / "results.json").is_file(), proc.stderr[-4000:]
     # the images were split, each measured once: rank 0 reports the gathered record counts
     assert "X: 7 images measured by 2 processes (4 + 3)" in proc.stderr, proc.stderr[-3000:]
     assert "Y: 5 images measured by 2 processes (3 + 2)" in proc.stderr, proc.stderr[-3000:]
     for dataset in DATASETS:
-        one, two = tmp_path / "one" / dataset, tmp_path / "two" / dataset
+        one, two = tmp_path / "one" / dataset, two_root / "two" / dataset
         for name in FILES:
             assert (one / name).read_bytes() == (two / name).read_bytes(), (dataset, name)
         results = json.loads((two / "results.json").read_text())
@@ -110,8 +128,8 @@ def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, tmp_path):
         rows = (two / "results_per_image.csv").read_text().splitlines()
         assert len(rows) == 1 + 2 * DATASETS[dataset]  # header + every image once per method
     for name in ("results.json", "evaluation.json"):
-        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
-    _check_groups_with_missing(proc.stderr, tmp_path / "one_groups", tmp_path / "two_groups")
+        assert (tmp_path / "one" / name).read_bytes() == (two_root / "two" / name).read_bytes()
+    _check_groups_with_missing(proc.stderr, tmp_path / "one_groups", two_root / "two_groups")
 
 
 def _check_groups_with_missing(stderr: str, one: Path, two: Path) -> None:
@@ -137,21 +155,15 @@ def _check_groups_with_missing(stderr: str, one: Path, two: Path) -> None:
     assert "method 'm': no folder for dataset W" in said[1]
 
 
-def test_a_bad_file_on_one_rank_ends_every_rank_with_one_line(inputs, tmp_path):
-    root = tmp_path / "inputs"
-    shutil.copytree(inputs, root)
-    bad = root / "preds/b/X/im06.png"  # index 6 of 7: rank 1's shard (4..6) only
-    bad.write_bytes(bad.read_bytes()[:60])
-    start = time.monotonic()
-    proc = torchrun("-m", "sodkit", *eval_args(root, tmp_path / "out"))
-    elapsed = time.monotonic() - start
+def test_a_bad_file_on_one_rank_ends_every_rank_with_one_line(launch):
+    proc, bad = launch["proc"], launch["bad"]
     assert proc.returncode != 0
     # rank 0 does not wait for the collective timeout (runtime.dist_timeout_s): the job ends
     # well before it, and without idling (tests/processes.py fails a job idle for a minute)
-    assert elapsed < RuntimeCfg().dist_timeout_s, elapsed
+    assert launch["elapsed"] < RuntimeCfg().dist_timeout_s, launch["elapsed"]
     said = f"sodkit eval: error: cannot decode image file {bad}: truncated"
     printed = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith(said)]
     assert len(printed) == 1, proc.stderr[-3000:]  # rank 0 prints what rank 1 met, once
     summary = proc.stderr[proc.stderr.index("Root Cause"):]
     assert "Traceback" not in summary, summary
-    assert not (tmp_path / "out" / "X" / "results.json").exists()
+    assert not (launch["out"] / "bad" / "X" / "results.json").exists()
