@@ -21,12 +21,14 @@ demo: $(VENV)/.installed
 # one worker's test uses the core another's leaves idle while it waits; whole modules per
 # worker, for their shared fixtures). docs/testing.md has the figures. First, the layers:
 # lint-imports checks the import contracts in pyproject.toml (about a second).
+# PYTHONDONTWRITEBYTECODE emptied: with it set, each worker compiles and assertion-rewrites
+# every test module again on every run (collection 9.7 s instead of 6.4 s).
 test: $(VENV)/.installed-test
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
 
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder -m "not slow and not multiprocess"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder -m "not slow and not multiprocess"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sodkit tests benchmarks

@@ -248,6 +248,7 @@ print(seen[1] - seen[0])
 """
 
 
+@pytest.mark.slow  # a fresh process streams 240 frames: seconds
 def test_memory_stays_flat_over_a_long_clip(checkpoint, tmp_path):
     """240 frames of 320x240 streamed into a mask video: the resident memory after frame 40
     and after the last differ by less than 16 MiB, where keeping each decoded frame would add
