@@ -115,17 +115,21 @@ def test_choices_refused_in_one_line():
 
 def test_without_onnxruntime_onnx_is_an_install_hint_and_auto_uses_pytorch(
         checkpoint, photos, tmp_path):
+    """The refusal comes from the arguments, before torch is imported (a torch that cannot
+    be imported here); ``auto`` then predicts with PyTorch."""
     fake = tmp_path / "site"
-    (fake / "onnxruntime").mkdir(parents=True)
-    (fake / "onnxruntime" / "__init__.py").write_text("raise ImportError('not installed')\n")
-    env = {**os.environ, "PYTHONPATH": f"{fake}{os.pathsep}{ROOT}"}
+    for name in ("onnxruntime", "no-torch/torch"):
+        (fake / name).mkdir(parents=True)
+        (fake / name / "__init__.py").write_text("raise ImportError('not installed')\n")
 
-    def sodkit(*args: str) -> subprocess.CompletedProcess:
+    def sodkit(*args: str, torch: bool = True) -> subprocess.CompletedProcess:
+        path = [str(fake), *([] if torch else [str(fake / "no-torch")]), str(ROOT)]
         return subprocess.run([sys.executable, "-m", "sodkit", "predict", "--checkpoint",
-                               checkpoint, str(photos), *args], env=env, capture_output=True,
-                              text=True, timeout=300)
+                               checkpoint, str(photos), *args], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+                              timeout=300)
 
-    refused = sodkit("--out", str(tmp_path / "a"), "--runtime", "onnx")
+    refused = sodkit("--out", str(tmp_path / "a"), "--runtime", "onnx", torch=False)
     assert refused.returncode != 0 and "pip install" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     auto = sodkit("--out", str(tmp_path / "b"))

@@ -162,10 +162,12 @@ def run(args: argparse.Namespace) -> int:
     from ..foreground import check_foreground_memory
     from ..predict_plan import collect_inputs, input_sizes, plan, resolve
     from ..resources import keep_freed_memory
+    from ..runners.choice import check_onnx_installed
     from .predict_lean import lean_plan, predict_lean
     from .predict_videos import check_clips, plan_clips, split_inputs
 
     outputs = outputs_of(args)
+    check_onnx_installed(args.runtime, args.precision, args.device)  # before torch loads
     keep_freed_memory()
     every = collect_inputs(args.inputs)
     paths, videos = split_inputs(every)  # images, videos

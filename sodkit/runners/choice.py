@@ -72,6 +72,15 @@ def onnx_missing(what: str) -> UserError:
                      f"{install_hint('export')}")
 
 
+def check_onnx_installed(runtime: str, precision: str, device: str) -> None:
+    """``--runtime onnx`` on a machine without onnxruntime: the refusal :func:`choose` would
+    make once the model is read and torch imported (3-4 s in), made from the arguments alone.
+    Only where it is the refusal ``choose`` makes: fp32 and not a CUDA device."""
+    if runtime == "onnx" and precision == "fp32" and not device.startswith("cuda") \
+            and not has_onnxruntime():
+        raise onnx_missing("--runtime onnx")
+
+
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     """The CPU's feature flags (Linux); empty where they cannot be read."""
     try:
