@@ -152,4 +152,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    serve() if sys.argv[1:] == ["--serve"] else main()
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        main()
