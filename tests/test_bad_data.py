@@ -16,7 +16,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from sodkit.data.checks import check_pairs
-from sodkit.data.datasets import Pair
+from sodkit.data.pairs import Pair
 from sodkit.errors import DataError, UserError
 from sodkit.imageio import read_image, read_mask
 from tests.sod_fixtures import draw_pair, tiny_overrides, write_duts_layout

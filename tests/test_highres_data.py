@@ -17,7 +17,8 @@ from PIL import Image
 
 from sodkit.config.schema import DataCfg, DatasetCfg
 from sodkit.data import check_pairs, find_pairs, resolve_dataset
-from sodkit.data.datasets import Pair, TrainDataset, _read_pair
+from sodkit.data.datasets import TrainDataset, _read_pair
+from sodkit.data.pairs import Pair
 from sodkit.data.transforms import build_train_transform
 from sodkit.errors import DataError
 from sodkit.imageio import decoded_size, read_image, read_image_reduced, reduction

@@ -67,7 +67,7 @@ def test_a_dataset_named_up_the_tree_is_refused(user_folder, run_cli):
 def test_a_dataset_name_derived_from_its_root_is_checked(tmp_path):
     from sodkit.config import ConfigError
     from sodkit.config.schema import DatasetCfg
-    from sodkit.data.datasets import resolve_dataset
+    from sodkit.data.pairs import resolve_dataset
 
     cfg = DatasetCfg(root="/", image_dir="i", mask_dir="m")  # the root's name is empty
     with pytest.raises(ConfigError, match=r"data\.test\.3\.name"):

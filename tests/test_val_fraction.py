@@ -10,8 +10,8 @@ import pytest
 
 from sodkit.cli import main
 from sodkit.config import ConfigError, load_config
-from sodkit.data.datasets import Pair
 from sodkit.data.holdout import split_pairs
+from sodkit.data.pairs import Pair
 from sodkit.errors import DataError
 from tests.sod_fixtures import tiny_overrides
 

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _scan(cfg, where: str) -> tuple[str, list, list]:
     """(name, pairs, issues) of one resolved dataset: folders, listing and pairing problems."""
     from ..data.checks import Issue
-    from ..data.datasets import Pair, prepare_dataset
+    from ..data.pairs import Pair, prepare_dataset
     from ..errors import DataError
     from ..imageio import list_images
 
@@ -82,7 +82,7 @@ def _check(cfg, where: str, full: bool, threads: int) -> tuple[str, int, list, s
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from ..data.datasets import resolve_dataset
+    from ..data.pairs import resolve_dataset
     from ..errors import UserError
 
     cfg = load_cli_config(args)

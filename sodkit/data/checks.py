@@ -23,7 +23,7 @@ from ..errors import DataError
 from ..imageio import decoded_size, header_size, read_mask
 from ..mask_encoding import MaskEncodingError, take_notes
 from ..text import noun_for, plural
-from .datasets import Pair
+from .pairs import Pair
 
 ERROR, WARNING = "error", "warning"
 SAMPLE = 16  # masks decoded for their encoding when only headers are checked

@@ -30,9 +30,10 @@ from ..resources import cap_workers, resolve_workers
 from ..sharding import shard_range
 from ..text import plural
 from .checks import Issue, bad_stems, check_pairs, output_name_issues
-from .datasets import Pair, TestDataset, TrainDataset, find_pairs, resolve_dataset
+from .datasets import TestDataset, TrainDataset
 from .holdout import NAME as VAL
 from .holdout import split_pairs
+from .pairs import Pair, find_pairs, resolve_dataset
 from .sizes import Size, SizeRange, batch_size_choices
 from .transforms import build_train_transform
 

@@ -88,7 +88,7 @@ def _timed_eval(trainer: Any) -> float | None:
 def plan_text(cfg: Config, steps: int, rounds: int) -> str:
     """What ``bench speed`` will run, said before it starts (#28: 3 default rounds of a slow
     step took 10 minutes that nobody announced)."""
-    from ..data.datasets import resolve_dataset
+    from ..data.pairs import resolve_dataset
 
     tests = ", ".join(resolve_dataset(d, cfg.data_root).name for d in cfg.data.test)
     return (f"bench speed: {plural(rounds, 'round')} of {plural(steps, 'step')} each of the "
