@@ -6,7 +6,8 @@ Two datasets of odd sizes (7 and 5 images, uneven shards 4 + 3 and 3 + 2) and tw
 of them at other sizes than the GT (the resize path). The same launch (``tests/commands_entry.py``:
 a launch's start costs more than these evaluations) then evaluates video datasets with
 ``--groups --allow-missing`` (a method that lacks frames of both ranks' shards, and a whole
-dataset), and last the inputs with one truncated file, which ends the launch.
+dataset), and last the inputs with one truncated file, which ends the launch. It starts with
+``sodkit test`` of the session's trained run (uneven shards of its 6 test images, batch 4).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sodkit.config import RuntimeCfg
 from sodkit.metrics.testing import realistic_pair
 from tests import processes
 from tests.commands_entry import joined
+from tests.sod_fixtures import tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = {"X": 7, "Y": 5}
@@ -93,21 +95,40 @@ def grouped_args(root: Path, out: Path) -> list[str]:
 FAMILIES = ["--compute", "all"]  # the optional metric families merge as exactly
 
 
+def sodkit_test_args(trained: Path, data_root: Path, out: Path) -> list[str]:
+    """``sodkit test`` of the session's trained run (``trained``), into ``out/t_ddp``."""
+    return ["test", str(ROOT / "configs" / "demo.yaml"), *tiny_overrides(data_root, out, "t_ddp"),
+            "--checkpoint", str(trained / "checkpoints" / "last.pt")]
+
+
 @pytest.fixture(scope="module")
-def launch(inputs, tmp_path_factory) -> dict:
-    """One 2-process launch: the evaluation, the grouped one, then the evaluation of a copy of
-    the inputs whose ``preds/b/X/im06.png`` is truncated (index 6 of 7: in rank 1's shard
-    only), which fails and ends the launch."""
+def launch(inputs, trained, data_root, tmp_path_factory) -> dict:
+    """One 2-process launch: ``sodkit test`` of the trained run, the evaluation, the grouped
+    one, then the evaluation of a copy of the inputs whose ``preds/b/X/im06.png`` is truncated
+    (index 6 of 7: in rank 1's shard only), which fails and ends the launch."""
     out = tmp_path_factory.mktemp("eval_launch")
     bad_root = out / "inputs"
     shutil.copytree(inputs, bad_root)
     bad = bad_root / "preds/b/X/im06.png"
     bad.write_bytes(bad.read_bytes()[:60])
-    runs = [[*eval_args(inputs, out / "two"), *FAMILIES], grouped_args(inputs, out / "two_groups"),
-            eval_args(bad_root, out / "bad")]
+    runs = [sodkit_test_args(trained, data_root, out), [*eval_args(inputs, out / "two"), *FAMILIES],
+            grouped_args(inputs, out / "two_groups"), eval_args(bad_root, out / "bad")]
     start = time.monotonic()
     proc = torchrun(str(ROOT / "tests" / "commands_entry.py"), *joined(*runs))
     return {"proc": proc, "elapsed": time.monotonic() - start, "out": out, "bad": bad}
+
+
+def test_two_process_test_equals_single_process(trained, launch):
+    """``sodkit test`` under torchrun (2 gloo processes): uneven shards (6 images, batch 4),
+    the numbers of the one-process run's final evaluation."""
+    run = launch["out"] / "t_ddp" / "eval" / "last"
+    assert (run / "results.json").is_file(), launch["proc"].stderr[-3000:]
+    ddp = json.loads((run / "results.json").read_text())
+    single = json.loads((trained / "results.json").read_text())
+    assert ddp.keys() == single.keys()
+    for key, value in single["DUTS-TE"].items():
+        assert ddp["DUTS-TE"][key] == pytest.approx(value, abs=1e-9), key
+    assert len(list((run / "predictions" / "DUTS-TE").glob("*.png"))) == 6
 
 
 def test_torchrun_eval_equals_one_process_byte_for_byte(inputs, launch, tmp_path):

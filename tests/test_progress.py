@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import subprocess
 import sys
 import time
 from collections import OrderedDict
@@ -144,13 +143,11 @@ def test_commands_show_progress_without_a_terminal(tmp_path, tiny_checkpoint, da
 
 
 @pytest.mark.slow
-def test_bench_memory_shows_progress_in_a_log(tmp_path):
-    env = {**os.environ, "SODKIT_PROGRESS_S": "0"}
-    done = subprocess.run(
-        [sys.executable, "-m", "sodkit", "bench", "memory", str(DEMO), "--variants", "plain",
-         "--steps", "1", "model.backbone=test_resnet", "model.decoder_channels=8",
-         "data.size=64", "data.batch_size=2"], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=600)
+def test_bench_memory_shows_progress_in_a_log(run_cli, monkeypatch):
+    monkeypatch.setenv("SODKIT_PROGRESS_S", "0")
+    done = run_cli("bench", "memory", str(DEMO), "--variants", "plain", "--steps", "1",
+                   "model.backbone=test_resnet", "model.decoder_channels=8", "data.size=64",
+                   "data.batch_size=2")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].startswith("bench memory: 1 variant (plain), each in a fresh process")
