@@ -155,12 +155,26 @@ def two_nodes() -> list[list[str]]:
                      "--rdzv_id=sodkit-elastic", "--max-restarts=1") for node in (0, 1)]
 
 
+def kill_entry(out: Path) -> list[str]:
+    """``tests/elastic_kill_entry.py``: rank 1 SIGKILLs itself before step 5 of the last command
+    (once per job: the file ``out/killed`` marks it)."""
+    return [str(ROOT / "tests" / "elastic_kill_entry.py"), "1", "5", str(out / "killed")]
+
+
+def hit_args(data: Path, out: Path) -> list[str]:
+    """The run whose rank 1 is killed: ``out/hit``, the recipe of ``calm``."""
+    return ["train", CONFIG, *overrides(data, out, "hit", batch=1), *ELASTIC]
+
+
 @pytest.fixture(scope="module")
 def sigterm_job(data, tmp_path_factory) -> dict:
     """A 2-process job SIGTERMed at step 3 (both workers, as a scheduler signals every task),
-    then one launch (``tests/commands_entry.py``: a launch's start costs more than these runs)
-    that trains the undisturbed job ``calm`` and resumes the cut one ``ddp_cut``: what
-    test_sigterm_under_torchrun_stops_every_rank_at_one_step checks, and ``calm_elastic``."""
+    then one launch (a launch's start costs more than these runs) with ``--max-restarts=1``
+    that trains the undisturbed job ``calm``, resumes the cut one ``ddp_cut``, and trains
+    ``hit`` until rank 1 is killed (``kill_entry``); the restarted attempt runs the three again
+    (calm and ddp_cut are complete and say so) and hit resumes. What
+    test_sigterm_under_torchrun_stops_every_rank_at_one_step checks, ``calm_elastic``, and the
+    one-node case of test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed."""
     out = tmp_path_factory.mktemp("elastic")
     launcher = [*torchrun("--standalone", "--nproc_per_node=2"), "-m", "sodkit", "train", CONFIG]
     cut_args = [*overrides(data, out, "ddp_cut", batch=1), *ELASTIC]
@@ -171,12 +185,11 @@ def sigterm_job(data, tmp_path_factory) -> dict:
 
     code, log = start_and_signal([*launcher, *cut_args], 3, targets=workers)
     saved = torch.load(out / "ddp_cut" / "checkpoints" / "last.pt", weights_only=True)
-    again = processes.run([*torchrun("--standalone", "--nproc_per_node=2"),
-                           str(ROOT / "tests" / "commands_entry.py"),
-                           *joined(["train", CONFIG, *overrides(data, out, "calm", batch=1),
-                                    *ELASTIC],
-                                   ["train", CONFIG, *cut_args, "--resume", "auto"])],
-                          cwd=ROOT, env=env())
+    [again] = run_jobs([*one_node()[0], *kill_entry(out),
+                        *joined(["train", CONFIG, *overrides(data, out, "calm", batch=1),
+                                 *ELASTIC],
+                                ["train", CONFIG, *cut_args, "--resume", "auto"],
+                                hit_args(data, out))])
     return {"code": code, "log": log, "saved": saved, "again": again, "out": out}
 
 
@@ -204,17 +217,22 @@ def test_sigterm_under_torchrun_stops_every_rank_at_one_step(sigterm_job, calm_e
 
 
 @pytest.mark.multiprocess
-@pytest.mark.parametrize("launch", [one_node, two_nodes])
+@pytest.mark.parametrize("launch", ["one_node", "two_nodes"])
 def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp_path,
-                                                                      calm_elastic, launch):
+                                                                      sigterm_job, calm_elastic,
+                                                                      launch):
     """--max-restarts=1: rank 1 is SIGKILLed in mid-epoch; the restarted job resumes from the
     newest step checkpoint by itself (train.auto_resume) and ends with the results and weights
     of an undisturbed run. The restarted rank 0 starts late, so the other rank meets the dead
-    attempt's rendezvous entries first (they must not be taken for the new ones)."""
-    marker = tmp_path / "killed"
-    entry = [str(ROOT / "tests" / "elastic_kill_entry.py"), "1", "5", str(marker), "train",
-             CONFIG, *overrides(data, tmp_path, "hit", batch=1), *ELASTIC]
-    done = run_jobs(*[[*agent, *entry] for agent in launch()])
+    attempt's rendezvous entries first (they must not be taken for the new ones). One node:
+    the last run of ``sigterm_job``'s second launch; two nodes: a launch of its own."""
+    if launch == "one_node":
+        out, done = sigterm_job["out"], [sigterm_job["again"]]
+    else:
+        out = tmp_path
+        done = run_jobs(*[[*agent, *kill_entry(out), *hit_args(data, out)]
+                          for agent in two_nodes()])
+    marker = out / "killed"
     for job in done:
         assert job.returncode == 0, job.stderr[-3000:]
     output = "".join(job.stdout + job.stderr for job in done)
@@ -230,14 +248,14 @@ def test_a_killed_rank_restarts_and_the_job_finishes_as_if_undisturbed(data, tmp
                  and " failed: " in line and "gloo/transport" in line]
     assert "exitcode: -9" in output or "Connection closed by peer" in output or lost_peer, \
         failures
-    assert "no checkpoint" in output  # the first attempt started afresh
-    log = (tmp_path / "hit" / "train.log").read_text()
+    assert f"no checkpoint in {out / 'hit' / 'checkpoints'} yet" in output  # started afresh
+    log = (out / "hit" / "train.log").read_text()
     assert "resumed from" in log and "at epoch 1/2 step 4/16" in log
-    assert (tmp_path / "hit" / "results.json").read_text() == \
+    assert (out / "hit" / "results.json").read_text() == \
         (calm_elastic / "results.json").read_text()
     assert_same_training_state(
         torch.load(calm_elastic / "checkpoints" / "last.pt", weights_only=True),
-        torch.load(tmp_path / "hit" / "checkpoints" / "last.pt", weights_only=True))
+        torch.load(out / "hit" / "checkpoints" / "last.pt", weights_only=True))
 
 
 def test_a_truncated_last_checkpoint_falls_back_to_the_previous_one(data, tmp_path, straight,
