@@ -47,7 +47,7 @@ def _read_pair(pair: Pair, at_least: tuple[int, int] | None = None, matte: bool 
 class TrainDataset(Dataset):
     """Training pairs; an item key is ``(index, size, seed)`` from the multi-scale sampler.
 
-    The sample's augmentation draws from torch's generator seeded with ``seed`` (the global state
+    The sample's augmentation draws from torch's CPU generator seeded with ``seed`` (its state
     is restored afterwards), so it is reproducible whatever the worker count or resume point. A
     plain ``int`` key means ``(index, default_size, index)``.
 
@@ -73,7 +73,11 @@ class TrainDataset(Dataset):
         index, size, seed = (key, self.default_size, key) if isinstance(key, int) else key
         index, (image, mask) = self._read_good(index, self._at_least(size))
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            # the CPU generator only, the one fork_rng restores: torch.manual_seed would also
+            # seed every CUDA generator (in a process that trains on a GPU with
+            # data.num_workers=0, per sample), and before CUDA is initialised it queues the
+            # call with a copy of the stack (0.1-0.6 ms a sample, growing with its depth)
+            torch.default_generator.manual_seed(seed)
             image_t, mask_t = self.transform(image, mask, size)
         return {"image": image_t, "mask": mask_t, "index": index}
 
