@@ -22,8 +22,8 @@ from torch import nn
 from sodkit.checkpoint_weights import _all_finite, assign_weights
 from sodkit.config import ModelCfg
 from sodkit.model_file import read_model_file, write_model_file
+from sodkit.module.no_init import skip_parameter_init
 from sodkit.network import build_network
-from sodkit.network.no_init import skip_parameter_init
 from sodkit.torchfile import load_checkpoint
 from sodkit.trained import load_weights
 

@@ -19,6 +19,7 @@ import torch
 from timm.optim import param_groups_layer_decay
 from torch import nn
 
+from ..module.no_init import skip_parameter_init
 from .weights import match_keys
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ def meta_model(name: str, kwargs: dict[str, Any]) -> nn.Module | None:
     """timm's classifier model of the family, on the meta device (no memory, no weights): what
     timm knows about its layers; None when it cannot be built."""
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), skip_parameter_init():  # nothing to initialise either
             return timm.create_model(name, pretrained=False, **kwargs)
     except Exception:  # noqa: BLE001 - no probe: every parameter gets the plain rules
         return None

@@ -19,6 +19,7 @@ import torch
 
 from ..config.derived import SIZE_KEYS
 from ..errors import ConfigError
+from ..module.no_init import skip_parameter_init
 
 AUTO = "auto"  # model.out_indices value
 
@@ -66,8 +67,8 @@ _PROBED: dict[str, tuple[tuple[int, int], ...]] = {}  # family_levels' answers, 
 
 
 def _probe(name: str, args: dict[str, Any]) -> tuple[tuple[int, int], ...]:
-    try:
-        with torch.device("meta"):
+    try:  # structure only: no memory, and no initialisation (swin_tiny: 128 -> 37 ms)
+        with torch.device("meta"), skip_parameter_init():
             model = timm.create_model(name, pretrained=False, **args)
         info = getattr(model, "feature_info", None) or []
         return tuple((int(d["reduction"]), int(d["num_chs"])) for d in info)

@@ -49,7 +49,7 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True, initialise: bool = Tr
 
     ``aux_outputs=False``: side outputs are neither computed nor trained (their parameters stay
     in the state dict, so checkpoints load whatever ``loss.aux_weight`` was).
-    ``initialise=False``: parameters are left unset (:mod:`sodkit.network.no_init`), for a
+    ``initialise=False``: parameters are left unset (:mod:`sodkit.module.no_init`), for a
     network whose every weight is loaded next, strictly, from a file (predict, test, the API).
     """
     if cfg.name not in NETWORKS:
@@ -61,7 +61,7 @@ def build_network(cfg: ModelCfg, aux_outputs: bool = True, initialise: bool = Tr
     if initialise:
         net = NETWORKS.get(cfg.name)(cfg)
     else:
-        from .no_init import skip_parameter_init
+        from ..module.no_init import skip_parameter_init
 
         with skip_parameter_init():
             net = NETWORKS.get(cfg.name)(cfg)

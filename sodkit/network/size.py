@@ -96,7 +96,7 @@ def check_network_size(cfg: ModelCfg, build: Any, source: str = "") -> None:
     if key not in _checked:
         if torch.empty(0).device.type == "meta":  # built on meta anyway: nothing allocated
             return
-        from .no_init import skip_parameter_init
+        from ..module.no_init import skip_parameter_init
 
         counter = _Count()
         try:
