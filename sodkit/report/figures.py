@@ -19,13 +19,16 @@ from .tables import plot_label
 THUMB_HEIGHT = 120  # gallery row height in pixels
 
 
-def _pyplot() -> Any:
-    import matplotlib
+def _figure(width: float, height: float, margins: dict[str, float]) -> Any:
+    """A bare matplotlib ``Figure`` (Agg, no pyplot: no global figure state to close) of
+    ``width`` x ``height`` inches at the saved 100 dpi, with fixed ``margins``
+    (``subplots_adjust``'s): ``tight_layout`` cost a full extra draw of each figure (the
+    training figure: 231 -> 158 ms), and these figures' texts have fixed sizes."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    figure = Figure(figsize=(width, height), dpi=100)
+    figure.subplots_adjust(**margins)
+    return figure
 
 
 def _uri(data: bytes, mime: str) -> str:
@@ -33,12 +36,9 @@ def _uri(data: bytes, mime: str) -> str:
 
 
 def figure_uri(figure: Any) -> str:
-    """The figure as a PNG ``data:`` URI (the figure is closed)."""
-    plt = _pyplot()
+    """The figure as a PNG ``data:`` URI, at its own size and resolution."""
     buffer = io.BytesIO()
-    figure.tight_layout()
-    figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
+    figure.savefig(buffer, format="png")
     return _uri(buffer.getvalue(), "image/png")
 
 
@@ -86,8 +86,9 @@ def training_uri(series: Mapping[str, list[tuple[int, float]]]) -> str | None:
 
 def training_figure(series: Mapping[str, list[tuple[int, float]]]) -> Any:
     """The figure of :func:`training_uri` (matplotlib, open)."""
-    plt = _pyplot()
-    figure, (loss_ax, lr_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
+    figure = _figure(10, 3.6, {"left": 0.075, "right": 0.985, "bottom": 0.14, "top": 0.9,
+                               "wspace": 0.24})
+    loss_ax, lr_ax = figure.subplots(1, 2)
     losses, rates = training_lines(series)
     for axes, lines in ((loss_ax, losses), (lr_ax, rates)):
         for label, points in lines:
@@ -105,8 +106,9 @@ def curves_uri(curves: Mapping[str, Mapping[str, list[float]]], title: str) -> s
     """Precision-recall and F-measure-vs-threshold of every line (method or dataset)."""
     if not curves:
         return None
-    plt = _pyplot()
-    figure, (pr_ax, fm_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    figure = _figure(10, 4, {"left": 0.065, "right": 0.985, "bottom": 0.125, "top": 0.91,
+                             "wspace": 0.2})
+    pr_ax, fm_ax = figure.subplots(1, 2)
     thresholds = np.arange(255, -1, -1)
     for label, values in curves.items():
         if "recall_curve" in values and "precision_curve" in values:
