@@ -93,7 +93,11 @@ def console_main() -> int:
     right after it. Everything still alive is moved out of the cyclic collector's reach first,
     so the interpreter's exit skips its passes over every object (with matplotlib loaded,
     0.1-0.2 s of a 3 s ``sodkit eval``); the process frees the memory anyway. Not for
-    :func:`main` itself, which tests and notebooks call in a process that goes on."""
+    :func:`main` itself, which tests and notebooks call in a process that goes on. Imports run
+    with the collector off (:mod:`sodkit.import_gc`: a fifth to a third of a start)."""
+    from . import import_gc
+
+    import_gc.install()
     from .resources import mark_started_by_command  # light: no torch
 
     mark_started_by_command()

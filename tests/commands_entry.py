@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 
+import command_process  # noqa: F401 - first: imports as the sodkit command's
+
 from sodkit.cli import main
 
 SEPARATOR = "--then"

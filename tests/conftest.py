@@ -11,13 +11,14 @@ process and the same run in a subprocess sum in the same order.
 
 from __future__ import annotations
 
+import gc
 import os
 
 os.environ["OMP_NUM_THREADS"] = "1"  # before torch is imported: its pool is sized once
+gc.disable()  # while the test modules are imported: see pytest_collection_finish
 
 import collections  # noqa: E402
 import fcntl  # noqa: E402
-import gc  # noqa: E402
 import shutil  # noqa: E402
 import threading  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -27,7 +28,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from sodkit.cli import main  # noqa: E402
-from tests.sod_fixtures import tiny_overrides, write_duts_layout
+from tests.sod_fixtures import tiny_overrides, write_duts_layout  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)  # in case torch was imported before this file (a plugin)
@@ -142,9 +143,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     kept out of the cyclic garbage collector's passes: each full pass walked them all, 7% of a
     worker's CPU time in test_checkpointing, test_init_from and their neighbours (measured with
     ``gc.callbacks``). They live as long as the process; what a test makes is collected as
-    before."""
+    before. The collector was off while they were made (as in a ``sodkit`` process:
+    :mod:`sodkit.import_gc`)."""
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

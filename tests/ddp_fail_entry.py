@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+import command_process  # noqa: F401 - first: imports as the sodkit command's
+
 from sodkit.cli import main
 from sodkit.engine.runtime import Runtime
 

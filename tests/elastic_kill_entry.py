@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+import command_process  # noqa: F401 - first: imports as the sodkit command's
 from commands_entry import commands  # this folder: the script's own (sys.path[0])
 
 from sodkit.cli import main

@@ -10,6 +10,8 @@ import os
 import sys
 import time
 
+import command_process  # noqa: F401 - first: imports as the sodkit command's
+
 from sodkit.cli import main
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import json
 import logging
 import sys
 
+import command_process  # noqa: F401 - first: imports as the sodkit command's
+
 
 class Keep(logging.Handler):
     def __init__(self) -> None:

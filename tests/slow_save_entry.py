@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
+import command_process  # noqa: F401 - first: imports as the sodkit command's
 import torch
 
 from sodkit.cli import main

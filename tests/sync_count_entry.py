@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import command_process  # noqa: F401 - first: imports as the sodkit command's
 import torch
 import torch.distributed as dist
 from commands_entry import commands  # this folder: the script's own (sys.path[0])
