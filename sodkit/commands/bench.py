@@ -1,9 +1,9 @@
 """``sodkit bench memory|speed CONFIG``: the seed's memory table, and where the time goes.
 
-``memory`` runs each variant in a fresh process (forked by one ``python -m sodkit.engine.bench
---serve``, which imports torch once) and prints peak memory and median step time with ratios
-to ``plain``. ``speed`` measures images/s of the
-loader, the training step, the whole loop and evaluation (:mod:`sodkit.engine.speed`).
+``memory`` runs each variant in a fresh process (forked by one ``python -m
+sodkit.engine.bench_server``, which imports torch once) and prints peak memory and median step
+time with ratios to ``plain``. ``speed`` measures images/s of the loader, the training step, the
+whole loop and evaluation (:mod:`sodkit.engine.speed`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def variants(amp: str) -> dict[str, list[str]]:
 
 
 class VariantServer:
-    """``python -m sodkit.engine.bench --serve`` (:func:`sodkit.engine.bench.serve`): one process
+    """``python -m sodkit.engine.bench_server`` (:func:`sodkit.engine.bench.serve`): one process
     that imports torch and sodkit once and measures each variant in a child of its own, with
     glibc told to give freed memory back. Its stderr carries each variant's stages (which move
     ``progress`` on) and errors, its stdout each result."""
@@ -79,7 +79,7 @@ class VariantServer:
         from ..engine.memory import CPU_MEMORY_ENV
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sodkit.engine.bench", "--serve"],
+            [sys.executable, "-m", "sodkit.engine.bench_server"],
             env={**os.environ, **CPU_MEMORY_ENV}, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -2,7 +2,7 @@
 
 The command runs every variant (plain, checkpointing, amp, amp+checkpointing) in a fresh
 process, so that no variant inherits another's allocator state, and reads the JSON line this
-module prints. ``python -m sodkit.engine.bench --serve`` (:func:`serve`) imports torch and sodkit
+module prints. ``python -m sodkit.engine.bench_server`` (:func:`serve`) imports torch and sodkit
 once and forks a child per variant it reads on stdin (the imports took 3-4 s of the 4-5 s a
 small variant's own process cost); ``python -m sodkit.engine.bench CONFIG [key=value ...]
 --steps N`` measures one variant. The step is the trainer's own
@@ -152,7 +152,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--serve"]:
-        serve()
-    else:
-        main()
+    main()
