@@ -88,23 +88,33 @@ class Watchdog:
     collective timeout), never a slow job ended."""
 
     def __init__(self, procs: list[subprocess.Popen], idle_s: float = IDLE_S,
-                 tail: list[str] | None = None) -> None:
-        self.procs, self.idle_s, self.tail = procs, idle_s, tail
+                 tail: list[str] | None = None, said: Callable[[], str] | None = None
+                 ) -> None:
+        """``tail``: the lines printed so far, or ``said``: what was printed; the failure
+        message ends with it."""
+        self.procs, self.idle_s = procs, idle_s
+        self.said = said if said is not None else lambda: "".join((tail or [])[-30:])
         self.samples: collections.deque[tuple[float, int]] = collections.deque()
+        self.ticks: dict[int, int] = {}  # every process seen in the trees: its CPU ticks
 
     def progressed(self) -> None:
         self.samples.clear()
 
     def check(self) -> None:
+        """A process that ends (one node's agent, a restarted worker) keeps its ticks in the
+        sum: dropping them made the others' use negative, and a job that still ran, hung."""
         now = time.monotonic()
-        self.samples.append((now, tree_ticks([p.pid for p in self.procs if p.poll() is None])))
+        table = _proc_table()
+        for pid in tree_pids([p.pid for p in self.procs if p.poll() is None], table):
+            self.ticks[pid] = max(self.ticks.get(pid, 0), table[pid][1])
+        self.samples.append((now, sum(self.ticks.values())))
         while len(self.samples) > 1 and self.samples[1][0] <= now - self.idle_s:
             self.samples.popleft()  # keep one sample at or before the window's start
         start, ticks = self.samples[0]
         used = (self.samples[-1][1] - ticks) / CLOCK_TICKS
         if now - start >= self.idle_s and used < threshold() * (now - start):
             kill(self.procs)
-            said = "".join((self.tail or [])[-30:])
+            said = self.said()
             pytest.fail(f"{len(self.procs)} process(es) hung: {used:.2f} s of CPU time (less "
                         f"than {threshold():.1%} of a core) and no line printed in "
                         f"{now - start:.0f} s\n{said}")
@@ -153,10 +163,12 @@ def until_idle(proc: subprocess.Popen, quiet_s: float = 1.0, idle_s: float = IDL
 
 
 def wait(*procs: subprocess.Popen, idle_s: float = IDLE_S,
-         output: Callable[[], int] | None = None) -> list[int]:
+         output: Callable[[], int] | None = None,
+         said: Callable[[], str] | None = None) -> list[int]:
     """Each process's exit code, once all have ended (or the test fails on a hang). ``output``:
-    how much they have printed so far (printing counts as progress)."""
-    dog = Watchdog(list(procs), idle_s)
+    how much they have printed so far (printing counts as progress); ``said``: what they
+    printed, for the failure message."""
+    dog = Watchdog(list(procs), idle_s, said=said)
     printed = 0
     for proc in procs:
         while True:
@@ -200,7 +212,8 @@ def run_all(cmds: list[list[str]], idle_s: float = IDLE_S, env: dict | list | No
             readers.append(threading.Thread(target=_drain, args=(stream, chunks), daemon=True))
             readers[-1].start()
     try:
-        wait(*procs, idle_s=idle_s, output=lambda: sum(len(t) for t in texts))
+        wait(*procs, idle_s=idle_s, output=lambda: sum(len(t) for t in texts),
+             said=lambda: _tails(procs, texts))
     finally:
         kill(procs)
     for reader in readers:
@@ -208,6 +221,16 @@ def run_all(cmds: list[list[str]], idle_s: float = IDLE_S, env: dict | list | No
     return [subprocess.CompletedProcess(proc.args, proc.returncode, "".join(texts[2 * i]),
                                         "".join(texts[2 * i + 1]))
             for i, proc in enumerate(procs)]
+
+
+def _tails(procs: list[subprocess.Popen], texts: list[list[str]], n: int = 30) -> str:
+    """The last ``n`` lines each process printed on each stream, with its exit code so far."""
+    parts = []
+    for i, proc in enumerate(procs):
+        for name, chunks in (("stdout", texts[2 * i]), ("stderr", texts[2 * i + 1])):
+            parts.append(f"--- process {i} (exit {proc.poll()}) {name} ---\n"
+                         + "".join(list(chunks)[-n:]))
+    return "\n".join(parts)
 
 
 def _drain(stream, chunks: list[str]) -> None:
