@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +19,8 @@ from sodkit.engine.launcher import (
     slurm_port,
 )
 from sodkit.engine.rng import rng_state, set_rng_state
+from tests import processes
+from tests.sod_fixtures import free_port
 
 
 def test_no_launcher_is_a_single_process():
@@ -119,11 +123,46 @@ def test_more_processes_than_gpus_on_a_node_is_a_clear_error():
         cuda_index(0, visible=0)
 
 
-def test_backend_choice_and_the_cpu_group_for_object_collectives():
-    from sodkit.engine.devices import dist_backend, needs_cpu_group
+def test_backend_choice():
+    from sodkit.engine.devices import dist_backend
 
     assert dist_backend("auto", "cuda") == "nccl" and dist_backend("auto", "cpu") == "gloo"
     assert dist_backend("gloo", "cuda") == "gloo"  # two processes sharing one GPU
     with pytest.raises(ConfigError, match="nccl needs a CUDA device"):
         dist_backend("nccl", "cpu")
-    assert needs_cpu_group("nccl") and not needs_cpu_group("gloo")
+
+
+# one rank of a 2-process gloo job (plain processes, RANK / WORLD_SIZE / MASTER_*): the thread
+# that ran a host-side collective, and whether it is still alive after Runtime.close()
+_CLOSE = """
+import os, threading, torch, torch.distributed as dist
+from sodkit.config import RuntimeCfg
+from sodkit.engine.runtime import Runtime
+rt = Runtime(RuntimeCfg(num_threads=1))
+model = rt.wrap(torch.nn.Linear(2, 2))  # DDP, as in a run: it keeps the default group alive
+ran = []
+work = dist.all_reduce(torch.ones(1), group=rt._host_group, async_op=True)
+work.get_future().then(lambda _: ran.append(threading.get_native_id()))  # in the gloo thread
+work.wait()
+stop = rt.any_rank(False, True)
+objects = rt.gather_to_main(rt.rank)
+rt.close()
+print(stop, objects, os.path.exists(f"/proc/self/task/{ran[0]}"))
+"""
+
+
+@pytest.mark.multiprocess
+def test_close_joins_the_threads_of_the_host_side_collectives():
+    """The gloo thread that ran ``any_rank`` (a run's last collective) lets go of its tensor
+    after waking the caller; one still alive when the interpreter shuts down aborts the
+    process, and torchrun fails the finished job (``Runtime.close``). So ``close`` leaves no
+    thread of the host-side group alive, even with DistributedDataParallel holding the
+    default group."""
+    port = str(free_port())
+    envs = [{**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "OMP_NUM_THREADS": "1"}
+            for rank in (0, 1)]
+    done = processes.run_all([[sys.executable, "-c", _CLOSE]] * 2, env=envs)
+    assert [proc.returncode for proc in done] == [0, 0], [proc.stderr[-2000:] for proc in done]
+    assert done[0].stdout.split() == ["[False,", "True]", "[0,", "1]", "False"], done[0].stdout
+    assert done[1].stdout.split() == ["[False,", "True]", "None", "False"], done[1].stdout

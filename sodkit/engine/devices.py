@@ -10,7 +10,9 @@ launcher's numbers, so that the choices the GPU path depends on are tested on an
 - Object collectives (``gather_object``, ``broadcast_object_list``) pickle into tensors of the
   group's device: on NCCL every gathered metric record or PNG would pass through GPU memory (rank
   0 allocating world x the largest payload there) and each call would synchronise the device.
-  They, and the once-per-step stop/save decision, use a gloo group of CPU tensors instead.
+  They, and the once-per-step stop/save decision, use a gloo group of CPU tensors instead. On
+  gloo runs too that is a group of its own (``Runtime.close`` frees it at the end, so that no
+  late collective thread outlives the interpreter).
 """
 
 from __future__ import annotations
@@ -48,8 +50,3 @@ def dist_backend(choice: str, device_type: str) -> str:
     if choice == "nccl" and device_type != "cuda":
         raise ConfigError("runtime.dist_backend: nccl needs a CUDA device; use gloo or auto")
     return choice
-
-
-def needs_cpu_group(backend: str) -> bool:
-    """Whether object collectives and host-side decisions need a gloo group of their own."""
-    return backend != "gloo"
