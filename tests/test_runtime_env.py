@@ -142,8 +142,8 @@ rt = Runtime(RuntimeCfg(num_threads=1))
 model = rt.wrap(torch.nn.Linear(2, 2))  # DDP, as in a run: it keeps the default group alive
 ran = []
 work = dist.all_reduce(torch.ones(1), group=rt._host_group, async_op=True)
-work.get_future().then(lambda _: ran.append(threading.get_native_id()))  # in the gloo thread
-work.wait()
+# the callback runs in the gloo thread that ran the collective
+work.get_future().then(lambda _: ran.append(threading.get_native_id())).wait()
 stop = rt.any_rank(False, True)
 objects = rt.gather_to_main(rt.rank)
 rt.close()
